@@ -1,0 +1,1 @@
+"""Actions on the cluster: pure plans and the executor that runs them, audited."""

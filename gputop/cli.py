@@ -1,0 +1,166 @@
+"""The `gputop` command: arguments, config discovery, and clear messages instead of tracebacks."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from gputop import __version__
+from gputop.core.config import Config, ConfigError
+from gputop.core.metrics import Metric
+
+if TYPE_CHECKING:
+    from gputop.clock import Clock
+    from gputop.tui.app import GputopApp
+
+NO_CONFIG_HELP = """\
+gputop: no config found. Try the built-in demo cluster:  gputop --demo
+To watch your cluster, write {path} (see config.example.yaml) or pass --config FILE."""
+
+DEMO_CLUSTER_NAME = "demo"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gputop",
+        description="A terminal dashboard for GPU clusters: every GPU on one screen, Slurm and InfiniBand "
+        "beside it, and safe actions from the keyboard.",
+    )
+    parser.add_argument("--version", action="version", version=f"gputop {__version__}")
+    parser.add_argument(
+        "--config",
+        metavar="FILE",
+        help="config file (default: $GPUTOP_CONFIG, then $XDG_CONFIG_HOME/gputop/config.yaml)",
+    )
+    parser.add_argument("--cluster", metavar="NAME", help="which cluster of the config to open")
+    parser.add_argument("--demo", action="store_true", help="open a simulated cluster (no config needed)")
+    parser.add_argument("--demo-nodes", type=int, metavar="N", help="demo cluster size (default 32)")
+    parser.add_argument(
+        "--demo-gpu", metavar="MODEL", help="demo GPU model: H100, H200, A100-80GB, A100-40GB, B200"
+    )
+    parser.add_argument("--seed", type=int, help="demo random seed (same seed, same cluster)")
+    parser.add_argument(
+        "--theme",
+        metavar="NAME",
+        help="colour theme (gputop-dark, gputop-light, gputop-high-contrast, or one of yours)",
+    )
+    parser.add_argument(
+        "--metric", choices=[m.value for m in Metric], help="what the cluster map shows first"
+    )
+    parser.add_argument("--read-only", action="store_true", help="no actions that change the cluster")
+    return parser
+
+
+def _load_config(args: argparse.Namespace) -> Config | None:
+    from gputop.config_file import find_config_path, load_config
+
+    path = find_config_path(args.config, os.environ)
+    if path is None:
+        return None
+    return load_config(path)
+
+
+def _xdg_config_path() -> str:
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join("~", ".config")
+    return os.path.join(base, "gputop", "config.yaml")
+
+
+def _demo_config(config: Config, args: argparse.Namespace) -> Config:
+    import dataclasses
+
+    demo = config.demo
+    changes: dict[str, Any] = {}
+    if args.demo_nodes is not None:
+        changes["nodes"] = args.demo_nodes
+    if args.demo_gpu is not None:
+        changes["gpu_model"] = args.demo_gpu
+    if args.seed is not None:
+        changes["seed"] = args.seed
+    return dataclasses.replace(config, demo=dataclasses.replace(demo, **changes))
+
+
+def _check_demo_args(args: argparse.Namespace) -> str | None:
+    from gputop.sources.gpu_models import GPU_MODELS
+
+    if args.demo_nodes is not None and not 1 <= args.demo_nodes <= 5000:
+        return f"--demo-nodes {args.demo_nodes}: must be between 1 and 5000"
+    if args.demo_gpu is not None and args.demo_gpu not in GPU_MODELS:
+        return f"--demo-gpu {args.demo_gpu!r}: must be one of {', '.join(GPU_MODELS)}"
+    return None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        config = _load_config(args)
+    except ConfigError as err:
+        print(f"gputop: bad config\n{err}", file=sys.stderr)
+        return 2
+    if not args.demo:
+        if config is None:
+            print(NO_CONFIG_HELP.format(path=_xdg_config_path()), file=sys.stderr)
+            return 2
+        if not config.clusters:
+            print(
+                f"gputop: {config.source_name} lists no clusters; add one or run gputop --demo",
+                file=sys.stderr,
+            )
+            return 2
+        print(
+            "gputop: this version collects only from its demo cluster; run gputop --demo "
+            "(collecting over SSH and NVML is not built yet)",
+            file=sys.stderr,
+        )
+        return 2
+    problem = _check_demo_args(args)
+    if problem:
+        print(f"gputop: {problem}", file=sys.stderr)
+        return 2
+    config = _demo_config(config or Config.default(), args)
+    app = build_demo_app(
+        config,
+        theme=args.theme,
+        read_only=args.read_only,
+        metric=Metric(args.metric) if args.metric else None,
+    )
+    app.run()
+    return 0
+
+
+def build_demo_app(
+    config: Config,
+    *,
+    theme: str | None = None,
+    read_only: bool = False,
+    metric: Metric | None = None,
+    clock: Clock | None = None,
+) -> GputopApp:
+    """The app on the simulator. Tests and screenshot scripts pass a frozen clock."""
+    from gputop.clock import SystemClock
+    from gputop.sources.demo import SimulatorSource
+    from gputop.sources.simulator import SimulatedCluster
+    from gputop.tui import app as tui_app
+
+    real_clock: Clock = clock if clock is not None else SystemClock()
+    demo = config.demo
+    cluster = SimulatedCluster(
+        nodes=demo.nodes,
+        gpus_per_node=demo.gpus_per_node,
+        gpu_model=demo.gpu_model,
+        seed=demo.seed,
+        start_time_s=real_clock.now(),
+    )
+    settings = tui_app.AppSettings(
+        config=config,
+        cluster_name=DEMO_CLUSTER_NAME,
+        sources=[SimulatorSource(cluster)],
+        clock=real_clock,
+        is_demo=True,
+        theme=theme,
+        read_only=read_only,
+        metric=metric,
+    )
+    return tui_app.GputopApp(settings)

@@ -1,0 +1,131 @@
+"""What is wrong with a node, in words: one Problem per finding, worst first.
+
+Rules read one node's sample and Slurm's view of it; thresholds come from the config. Pure: the caller
+passes the time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gputop.core.config import Thresholds
+from gputop.core.models import NodeSample, Reachability, Severity, SlurmNode
+
+# Xid codes that point at the hardware or the driver rather than at the user's program.
+# Meanings follow NVIDIA's Xid catalogue.
+HARDWARE_XIDS: dict[int, str] = {
+    48: "double-bit ECC error",
+    61: "internal micro-controller breakpoint",
+    62: "internal micro-controller halt",
+    63: "ECC page retirement or row remapping recording event",
+    64: "ECC page retirement or row remapper recording failure",
+    74: "NVLink error",
+    79: "GPU has fallen off the bus",
+    92: "high single-bit ECC error rate",
+    94: "contained ECC error",
+    95: "uncontained ECC error",
+    119: "GSP RPC timeout",
+    120: "GSP error",
+}
+APPLICATION_XIDS: dict[int, str] = {
+    13: "graphics engine exception (often an application fault)",
+    31: "GPU memory page fault (often an application fault)",
+    43: "GPU stopped processing (often an application fault)",
+    45: "preemptive cleanup, due to previous errors",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    severity: Severity
+    node: str
+    gpu_index: int | None
+    kind: str  # stable key: "temp", "mem", "ecc", "xid", "down", ...
+    message: str  # short, for a table cell: "GPU3 91 C"
+
+    @property
+    def sort_key(self) -> tuple[int, str, int]:
+        return (-self.severity.rank, self.node, -1 if self.gpu_index is None else self.gpu_index)
+
+
+def xid_meaning(code: int) -> tuple[Severity, str]:
+    if code in HARDWARE_XIDS:
+        return Severity.CRIT, HARDWARE_XIDS[code]
+    if code in APPLICATION_XIDS:
+        return Severity.WARN, APPLICATION_XIDS[code]
+    return Severity.WARN, "see NVIDIA's Xid catalogue"
+
+
+def assess_node(
+    node: NodeSample,
+    slurm: SlurmNode | None,
+    thresholds: Thresholds,
+    now_s: float,
+) -> tuple[Problem, ...]:
+    """Every problem on one node, worst first."""
+    found: list[Problem] = []
+    name = node.name
+
+    def add(severity: Severity, gpu: int | None, kind: str, message: str) -> None:
+        found.append(Problem(severity, name, gpu, kind, message))
+
+    if node.reachability is not Reachability.OK:
+        if node.error:
+            reason = node.error
+        elif node.sampled_at_s is not None:
+            reason = f"no data for {format_age(now_s - node.sampled_at_s)}"
+        else:
+            reason = "no answer"
+        severity = Severity.CRIT if node.reachability is Reachability.DOWN else Severity.WARN
+        add(severity, None, node.reachability.value, f"{node.reachability.value}: {reason}")
+
+    missing = node.missing_gpu_count
+    if missing:
+        present = {g.index for g in node.gpus}
+        absent = [i for i in range(node.expected_gpu_count or 0) if i not in present][:missing]
+        which = ",".join(f"GPU{i}" for i in absent) if absent else f"{missing} GPU(s)"
+        add(Severity.CRIT, absent[0] if len(absent) == 1 else None, "missing", f"{which} missing")
+
+    for gpu in node.gpus:
+        if gpu.temp_c is not None:
+            if gpu.temp_c >= thresholds.temp_crit_c:
+                add(Severity.CRIT, gpu.index, "temp", f"GPU{gpu.index} {gpu.temp_c:.0f} C")
+            elif gpu.temp_c >= thresholds.temp_warn_c:
+                add(Severity.WARN, gpu.index, "temp", f"GPU{gpu.index} {gpu.temp_c:.0f} C")
+        mem_pct = gpu.mem_pct
+        if mem_pct is not None and mem_pct >= thresholds.mem_warn_pct:
+            add(Severity.WARN, gpu.index, "mem", f"GPU{gpu.index} memory {mem_pct:.0f}%")
+        if gpu.ecc_uncorrected:
+            add(Severity.CRIT, gpu.index, "ecc", f"GPU{gpu.index} {gpu.ecc_uncorrected} uncorrected ECC")
+        if any("thermal" in reason or "hw_slowdown" in reason for reason in gpu.throttle_reasons):
+            add(Severity.WARN, gpu.index, "throttle", f"GPU{gpu.index} throttled ({gpu.throttle_reasons[0]})")
+
+    for event in node.xid_events:
+        severity, meaning = xid_meaning(event.code)
+        where = f"GPU{event.gpu_index} " if event.gpu_index is not None else ""
+        add(severity, event.gpu_index, "xid", f"{where}Xid {event.code}: {meaning}")
+
+    for port in node.ib_ports:
+        if not port.is_up:
+            add(Severity.CRIT, None, "ib", f"{port.label} {port.state}")
+
+    if slurm is not None:
+        if slurm.drained or slurm.draining:
+            reason = f": {slurm.reason}" if slurm.reason else ""
+            add(Severity.WARN, None, "slurm", f"{slurm.label}{reason}")
+        elif "NOT_RESPONDING" in slurm.flags or slurm.base_state.value == "down":
+            add(Severity.CRIT, None, "slurm", f"slurm {slurm.label}")
+
+    found.sort(key=lambda p: p.sort_key)
+    return tuple(found)
+
+
+def format_age(seconds: float) -> str:
+    seconds = max(0.0, seconds)
+    if seconds < 90:
+        return f"{seconds:.0f}s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f}m"
+    if seconds < 48 * 3600:
+        return f"{seconds / 3600:.0f}h"
+    return f"{seconds / 86400:.0f}d"

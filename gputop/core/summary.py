@@ -1,0 +1,174 @@
+"""Per-node rows and the cluster header, derived once per tick from a snapshot.
+
+A row is recomputed only when its node's sample, its Slurm entry or its reachability changed: the previous
+view is passed in and unchanged rows are reused as they are (the tables then skip them too).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from gputop.core.config import Thresholds
+from gputop.core.health import Problem, assess_node
+from gputop.core.models import ClusterSnapshot, NodeSample, Reachability, Severity, SlurmNode
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRow:
+    name: str
+    reachability: Reachability
+    gpu_count: int
+    util_gpu_count: int  # GPUs that report utilization (MIG GPUs do not)
+    expected_gpu_count: int | None
+    util_mean_pct: float | None
+    util_max_pct: float | None
+    temp_max_c: float | None
+    mem_used_mib: float | None
+    mem_total_mib: float | None
+    power_w: float | None
+    power_limit_w: float | None
+    slurm_state: str | None
+    problems: tuple[Problem, ...]
+    # identity of the inputs, to know when the row can be reused
+    source: NodeSample = field(compare=False, repr=False)
+    slurm: SlurmNode | None = field(compare=False, repr=False)
+
+    @property
+    def mem_pct(self) -> float | None:
+        if self.mem_used_mib is None or not self.mem_total_mib:
+            return None
+        return 100.0 * self.mem_used_mib / self.mem_total_mib
+
+    @property
+    def severity(self) -> Severity:
+        return self.problems[0].severity if self.problems else Severity.OK
+
+    @property
+    def worst_problem(self) -> str:
+        if not self.problems:
+            return ""
+        extra = len(self.problems) - 1
+        return self.problems[0].message + (f" (+{extra})" if extra else "")
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterSummary:
+    nodes_ok: int
+    nodes_stale: int
+    nodes_down: int
+    gpu_count: int
+    util_mean_pct: float | None
+    power_w: float
+    alerts_warn: int
+    alerts_crit: int
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterView:
+    """A snapshot with everything the dashboard shows derived from it."""
+
+    snapshot: ClusterSnapshot
+    rows: Mapping[str, NodeRow]
+    summary: ClusterSummary
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def node_row(node: NodeSample, slurm: SlurmNode | None, thresholds: Thresholds, now_s: float) -> NodeRow:
+    utils: list[float] = []
+    temps: list[float] = []
+    mem_used = mem_total = power = power_limit = 0.0
+    has_mem = has_power = False
+    for gpu in node.gpus:
+        if gpu.util_pct is not None:
+            utils.append(gpu.util_pct)
+        if gpu.temp_c is not None:
+            temps.append(gpu.temp_c)
+        if gpu.mem_used_mib is not None and gpu.mem_total_mib is not None:
+            mem_used += gpu.mem_used_mib
+            mem_total += gpu.mem_total_mib
+            has_mem = True
+        if gpu.power_w is not None:
+            power += gpu.power_w
+            power_limit += gpu.power_limit_w or 0.0
+            has_power = True
+    return NodeRow(
+        name=node.name,
+        reachability=node.reachability,
+        gpu_count=len(node.gpus),
+        util_gpu_count=len(utils),
+        expected_gpu_count=node.expected_gpu_count,
+        util_mean_pct=_mean(utils),
+        util_max_pct=max(utils) if utils else None,
+        temp_max_c=max(temps) if temps else None,
+        mem_used_mib=mem_used if has_mem else None,
+        mem_total_mib=mem_total if has_mem else None,
+        power_w=power if has_power else None,
+        power_limit_w=power_limit if has_power else None,
+        slurm_state=slurm.label if slurm is not None else None,
+        problems=assess_node(node, slurm, thresholds, now_s),
+        source=node,
+        slurm=slurm,
+    )
+
+
+def build_view(
+    snapshot: ClusterSnapshot, thresholds: Thresholds, previous: ClusterView | None = None
+) -> ClusterView:
+    slurm_nodes: Mapping[str, SlurmNode] = snapshot.slurm.nodes if snapshot.slurm else {}
+    old_rows: Mapping[str, NodeRow] = previous.rows if previous else {}
+    rows: dict[str, NodeRow] = {}
+    now_s = snapshot.taken_at_s
+    for node in snapshot.nodes:
+        slurm = slurm_nodes.get(node.name)
+        old = old_rows.get(node.name)
+        # A stale or down node's problem text carries its age, so it is redone every tick.
+        if (
+            old is not None
+            and old.source is node
+            and old.slurm is slurm
+            and node.reachability is Reachability.OK
+        ):
+            rows[node.name] = old
+        else:
+            rows[node.name] = node_row(node, slurm, thresholds, now_s)
+    return ClusterView(snapshot=snapshot, rows=rows, summary=summarize(rows.values()))
+
+
+def summarize(rows: Iterable[NodeRow]) -> ClusterSummary:
+    ok = stale = down = gpus = warn = crit = 0
+    util_sum = 0.0
+    util_count = 0
+    power = 0.0
+    for row in rows:
+        if row.reachability is Reachability.OK:
+            ok += 1
+        elif row.reachability is Reachability.STALE:
+            stale += 1
+        else:
+            down += 1
+        gpus += row.gpu_count
+        if row.util_mean_pct is not None and row.reachability is Reachability.OK:
+            # weight by GPUs that reported utilization, so a MIG GPU does not count as idle
+            util_sum += row.util_mean_pct * row.util_gpu_count
+            util_count += row.util_gpu_count
+        if row.power_w is not None and row.reachability is Reachability.OK:
+            power += row.power_w
+        for problem in row.problems:
+            if problem.severity is Severity.CRIT:
+                crit += 1
+            elif problem.severity is Severity.WARN:
+                warn += 1
+    return ClusterSummary(
+        nodes_ok=ok,
+        nodes_stale=stale,
+        nodes_down=down,
+        gpu_count=gpus,
+        util_mean_pct=util_sum / util_count if util_count else None,
+        power_w=power,
+        alerts_warn=warn,
+        alerts_crit=crit,
+    )

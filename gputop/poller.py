@@ -1,0 +1,151 @@
+"""The cadence: asks every source for its latest data once per interval, merges the answers into one
+immutable snapshot, derives the view, and hands it to a callback.
+
+One long-lived coroutine runs this loop. A tick never overlaps the next (single flight); a source that
+misses its deadline keeps its last good nodes, which then age into STALE and DOWN like any silent node.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import time
+from collections.abc import Callable, Sequence
+
+from gputop.clock import Clock
+from gputop.core.config import PollConfig, Thresholds
+from gputop.core.health import format_age
+from gputop.core.models import (
+    ClusterSnapshot,
+    NodeSample,
+    Reachability,
+    SlurmState,
+    SnapshotDelta,
+    SourceResult,
+    diff_snapshots,
+)
+from gputop.core.nodeset import natural_key
+from gputop.core.summary import ClusterView, build_view
+from gputop.sources.base import Source
+
+log = logging.getLogger(__name__)
+
+ViewCallback = Callable[[ClusterView, SnapshotDelta], None]
+
+
+class Poller:
+    def __init__(
+        self,
+        *,
+        cluster: str,
+        sources: Sequence[Source],
+        clock: Clock,
+        poll: PollConfig,
+        thresholds: Thresholds,
+        on_view: ViewCallback,
+        is_demo: bool = False,
+    ) -> None:
+        self.cluster = cluster
+        self.sources = list(sources)
+        self.clock = clock
+        self.poll = poll
+        self.thresholds = thresholds
+        self.on_view = on_view
+        self.is_demo = is_demo
+        self.view: ClusterView | None = None
+        self.last_tick_cpu_s: float = 0.0
+        self._last_results: dict[str, SourceResult] = {}
+        self._source_errors: dict[str, str] = {}
+        self._tick = 0
+        self._wake = asyncio.Event()
+        self._stopping = False
+
+    def refresh_now(self) -> None:
+        """Cut the current wait short: the next tick starts at once."""
+        self._wake.set()
+
+    def stop(self) -> None:
+        self._stopping = True
+        self._wake.set()
+
+    async def run(self) -> None:
+        for source in self.sources:
+            await source.start()
+        try:
+            while not self._stopping:
+                started = time.monotonic()
+                await self.tick()
+                remaining = self.poll.interval_s - (time.monotonic() - started)
+                if remaining > 0:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._wake.wait(), remaining)
+                self._wake.clear()
+        finally:
+            for source in self.sources:
+                with contextlib.suppress(Exception):
+                    await source.close()
+
+    async def tick(self) -> ClusterView:
+        now_s = self.clock.now()
+        results = await asyncio.gather(*(self._collect(source, now_s) for source in self.sources))
+        cpu_started = time.process_time()
+        nodes: list[NodeSample] = []
+        slurm: SlurmState | None = None
+        for result in results:
+            nodes.extend(self._age(node, now_s) for node in result.nodes)
+            if result.slurm is not None:
+                slurm = result.slurm
+        nodes.sort(key=lambda node: natural_key(node.name))
+        self._tick += 1
+        snapshot = ClusterSnapshot.build(
+            cluster=self.cluster,
+            taken_at_s=now_s,
+            nodes=tuple(nodes),
+            slurm=slurm,
+            is_demo=self.is_demo,
+            tick=self._tick,
+        )
+        previous = self.view
+        view = build_view(snapshot, self.thresholds, previous)
+        delta = diff_snapshots(previous.snapshot if previous else None, snapshot)
+        self.view = view
+        self.last_tick_cpu_s = time.process_time() - cpu_started
+        self.on_view(view, delta)
+        return view
+
+    async def _collect(self, source: Source, now_s: float) -> SourceResult:
+        try:
+            result = await asyncio.wait_for(source.collect(now_s), self.poll.node_deadline_s)
+        except TimeoutError:
+            self._source_errors[source.name] = (
+                f"{source.name}: no answer within {self.poll.node_deadline_s:g}s"
+            )
+            return self._last_results.get(source.name, SourceResult())
+        except Exception as err:  # a broken source must not stop the others or the UI
+            log.exception("source %s failed", source.name)
+            self._source_errors[source.name] = f"{source.name}: {err}"
+            return self._last_results.get(source.name, SourceResult())
+        self._source_errors.pop(source.name, None)
+        self._last_results[source.name] = result
+        return result
+
+    def _age(self, node: NodeSample, now_s: float) -> NodeSample:
+        """Turn an old sample into STALE or DOWN, keeping its last good values and saying for how long."""
+        if node.reachability is not Reachability.OK or node.sampled_at_s is None:
+            return node
+        age_s = now_s - node.sampled_at_s
+        if age_s >= self.poll.down_after_s:
+            state = Reachability.DOWN
+        elif age_s >= self.poll.stale_after_s:
+            state = Reachability.STALE
+        else:
+            return node
+        return dataclasses.replace(
+            node, reachability=state, error=node.error or f"no data for {format_age(age_s)}"
+        )
+
+    @property
+    def source_errors(self) -> list[str]:
+        return list(self._source_errors.values())

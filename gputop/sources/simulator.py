@@ -1,0 +1,1226 @@
+"""A simulated GPU cluster: Slurm jobs come and go, GPUs follow the jobs that hold them, and a fixed set of
+incidents is on screen from the first sample.
+
+Pure computation: no I/O and no wall clock; time is always passed in. The state evolves in fixed one-second
+steps, so what the cluster looks like at a given time does not depend on how often it is asked. All
+randomness comes from ``random.Random`` instances seeded from ``seed``: the same seed and the same sequence
+of times give the same data.
+
+Speed matters (the demo runs 1,000 nodes at one tick a second), so per-GPU state lives in flat lists of
+floats indexed by ``node * gpus_per_node + gpu``, per-GPU constants are computed once, and the only objects
+built per step are the NamedTuples and samples the poller must receive.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import math
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Final, cast
+
+from gputop.core.models import (
+    GpuProcess,
+    GpuSample,
+    IbPort,
+    NodeSample,
+    Reachability,
+    SlurmBaseState,
+    SlurmJob,
+    SlurmNode,
+    SlurmState,
+    SourceResult,
+    XidEvent,
+)
+from gputop.sources.gpu_models import GpuModel
+from gputop.sources.gpu_models import gpu_model as lookup_gpu_model
+
+STEP_S: Final = 1.0
+# Catching up after a long pause runs at most this many steps; older time is skipped, not simulated.
+MAX_CATCH_UP_STEPS: Final = 120
+
+SILENT_BEFORE_START_S: Final = 45.0
+SLURM_NOT_RESPONDING_AFTER_S: Final = 30.0
+
+INCIDENT_KINDS: Final = (
+    "hot_gpu",
+    "ecc_xid",
+    "unresponsive",
+    "idle_job",
+    "drained",
+    "mig",
+    "ib_down",
+    "missing_gpu",
+)
+
+DRAIN_REASON: Final = "Xid 48 DBE on GPU2, RMA requested (OPS-4411)"
+
+# Busy HGX boards enumerate their eight GPUs on these PCI buses.
+_HGX_BUSES: Final = (0x18, 0x2A, 0x3A, 0x5D, 0x9A, 0xAB, 0xBA, 0xDB)
+
+_PARTITIONS: Final = ("train", "infer", "debug")
+_TRAIN, _INFER, _DEBUG = 0, 1, 2
+
+_USERS: Final = (
+    "alice",
+    "bob",
+    "chen",
+    "dmitri",
+    "eva",
+    "farah",
+    "gwen",
+    "hiro",
+    "ines",
+    "jonas",
+    "kenji",
+    "lena",
+)
+# hiro submits more than anyone and runs into the per-user GPU limit, so QOS pending reasons show up.
+_USER_WEIGHTS: Final = (3, 2, 2, 1, 2, 1, 1, 4, 1, 1, 1, 1)
+_QOS_USER: Final = "hiro"
+_OTHER_USERS: Final = tuple(user for user in _USERS if user != _QOS_USER)
+
+_IDLE_JOB_USER: Final = "dmitri"
+_MIG_JOB_USER: Final = "farah"
+
+# What a job does to its GPUs.
+_P_TRAIN, _P_INFER, _P_LOADER, _P_IDLE = 0, 1, 2, 3
+
+_NAMES: Final = {
+    (_TRAIN, _P_TRAIN): (
+        "llama3-8b-sft",
+        "vit-h14-finetune",
+        "dpo-13b",
+        "sdxl-train",
+        "whisper-ft",
+        "ppo-7b",
+    ),
+    (_TRAIN, _P_LOADER): ("tokenize-shards", "webdataset-prep", "clip-embed-extract", "dedup-minhash"),
+    (_INFER, _P_INFER): ("vllm-llama3-70b", "triton-embed", "tgi-mixtral", "eval-harness", "batch-infer-7b"),
+    (_INFER, _P_LOADER): ("feature-extract", "rerank-precompute"),
+    (_DEBUG, _P_TRAIN): ("nccl-tests", "ddp-smoke", "repro-nan"),
+    (_DEBUG, _P_INFER): ("bench-latency", "profile-nsys"),
+    (_DEBUG, _P_LOADER): ("dataloader-bench", "pytest-gpu"),
+}
+_MULTI_NODE_NAMES: Final = ("llama3-70b-pretrain", "moe-16x7b", "gpt-neox-20b", "mixtral-8x22b-cpt")
+
+# How often each job size (GPUs on one node) is asked for, per partition; whole-node sizes use the 8 entry.
+_REQUEST_WEIGHTS: Final = ({8: 6, 4: 3, 2: 2, 1: 1}, {8: 2, 4: 3, 2: 3, 1: 3}, {8: 1, 4: 2, 2: 4, 1: 4})
+_FILL_WEIGHTS: Final = {8: 3, 4: 2, 2: 2, 1: 1}
+# Share of a partition's GPUs the arrival rate aims to keep busy.
+_TARGET_LOAD: Final = (0.95, 0.8, 0.45)
+# Initial fill per partition: chance a node is full, chance it is empty (otherwise partly used).
+_FILL_FULL: Final = (0.8, 0.5, 0.15)
+_FILL_EMPTY: Final = (0.0, 0.1, 0.5)
+# Job lengths, log-uniform between these bounds (seconds).
+_DURATION_S: Final = ((900.0, 28800.0), (1200.0, 36000.0), (120.0, 1200.0))
+_MULTI_NODE_DURATION_S: Final = (3600.0, 43200.0)
+_TIME_LIMITS_S: Final = (1800.0, 3600.0, 7200.0, 14400.0, 28800.0, 43200.0, 86400.0, 172800.0)
+_PINNED_LIMIT_S: Final = 259200.0  # 3 days: incident jobs outlive any demo
+# Slurm backfills a lower-priority job past a blocked one only when its time limit is this short.
+_BACKFILL_LIMIT_S: Final = 3600.0
+
+_JOB_ID_BASE: Final = 4812000
+
+# GPU physics, per one-second step.
+_UTIL_LAG: Final = 0.55  # share of the gap to the target utilization closed per step
+_NOISE_KEEP: Final = 0.7  # AR(1) noise: values wander instead of jumping
+_TEMP_LAG: Final = 0.05  # first-order thermal lag, time constant ~20 s
+_THROTTLE_C: Final = 85.0  # thermal slowdown starts here
+_HW_SLOWDOWN_C: Final = 90
+_THROTTLE_PER_C: Final = 0.05  # power shed per degree over the slowdown temperature
+_RISE_AT_LIMIT_C: Final = 50.0  # a GPU at its power limit runs this much above its inlet air
+_HOT_GPU_RESISTANCE: Final = 1.85  # the hot GPU's cooling is this much worse (clogged heatsink, failing fan)
+_CONTEXT_POWER: Final = 0.55  # a held CUDA context lifts power by this share of idle power
+_POWER_CAP_SHARE: Final = 0.98  # reported as power capped from here
+_IDLE_MEM_MIB: Final = 512
+_CONTEXT_MIB: Final = 480.0  # what a fresh CUDA context takes before the job allocates anything
+_IDLE_JOB_MEM_MIB: Final = 30720
+_MIG_INSTANCE_USE: Final = (0.82, 0.64, 0.0, 0.91, 0.35, 0.0, 0.77)  # share of each 1g slice in use
+
+_THERMAL_SW: Final = ("sw_thermal_slowdown",)
+_THERMAL_HW: Final = ("sw_thermal_slowdown", "hw_thermal_slowdown")
+_POWER_CAPPED: Final = ("sw_power_cap",)
+
+_new_gpu_sample = cast(Callable[[type[GpuSample], tuple[object, ...]], GpuSample], tuple.__new__)
+
+
+def _stream(seed: int, name: str) -> random.Random:
+    """A named random stream: string seeds hash the same in every process, unlike hash()."""
+    return random.Random(f"gputop-sim:{seed}:{name}")  # noqa: S311 - a simulation, not a secret
+
+
+@dataclass(frozen=True)
+class Incident:
+    kind: str
+    node: str
+    gpu_index: int | None
+    description: str
+
+
+def incident_node_indices(nodes: int) -> dict[str, int]:
+    """Where each scripted incident lives: spread evenly over the cluster by fractions of the node count, so
+    they sit in the same places whatever the seed. A cluster under eight nodes gets the first few kinds."""
+    count = len(INCIDENT_KINDS)
+    if nodes < count:
+        return {kind: k for k, kind in enumerate(INCIDENT_KINDS[:nodes])}
+    # Node k*n/8 + n/16: the middle of each eighth of the cluster.
+    return {kind: k * nodes // count + nodes // (2 * count) for k, kind in enumerate(INCIDENT_KINDS)}
+
+
+class _Job:
+    """A Slurm job as the simulator tracks it: request, placement and how it loads its GPUs."""
+
+    __slots__ = (
+        "amp",
+        "base_level",
+        "dip_level",
+        "dip_s",
+        "duration_s",
+        "end_s",
+        "gpus",
+        "has_context",
+        "job_id",
+        "level",
+        "limit_s",
+        "mem_frac",
+        "mem_mib",
+        "mem_ratio",
+        "name",
+        "next_change_s",
+        "nodes",
+        "noise_amp",
+        "partition",
+        "per_node",
+        "period_s",
+        "phase_s",
+        "pid_base",
+        "pinned",
+        "power_factor",
+        "profile",
+        "reason",
+        "slurm",
+        "spread",
+        "start_s",
+        "user",
+        "warm_until_s",
+    )
+
+    def __init__(
+        self, *, partition: int, profile: int, nodes: int, per_node: int, user: str, name: str
+    ) -> None:
+        self.job_id = ""
+        self.partition = partition
+        self.profile = profile
+        self.nodes = nodes
+        self.per_node = per_node
+        self.user = user
+        self.name = name
+        self.gpus: dict[int, tuple[int, ...]] = {}
+        self.start_s: float | None = None
+        self.duration_s = 0.0
+        self.end_s = math.inf
+        self.limit_s = 0.0
+        self.pinned = False
+        self.warm_until_s = -math.inf
+        self.has_context = True
+        self.level = 0.0
+        self.base_level = 0.0
+        self.dip_level = 0.0
+        self.amp = 0.0
+        self.period_s = 1.0
+        self.dip_s = 0.0
+        self.phase_s = 0.0
+        self.next_change_s = -math.inf
+        self.noise_amp = 0.0
+        self.spread = 0.0
+        self.power_factor = 1.0
+        self.mem_frac = 0.0
+        self.mem_mib = 0
+        self.mem_ratio = 0.0
+        self.pid_base = 0
+        self.reason: str | None = None
+        self.slurm: SlurmJob | None = None
+
+    @property
+    def gpu_count(self) -> int:
+        return self.nodes * self.per_node
+
+
+def _idle_sentinel() -> _Job:
+    """Stands in for "no job" on a GPU so the hot loop reads the same fields for every GPU."""
+    job = _Job(partition=_TRAIN, profile=_P_IDLE, nodes=0, per_node=0, user="", name="")
+    job.has_context = False
+    return job
+
+
+class SimulatedCluster:
+    """A Slurm GPU cluster that evolves deterministically with the time it is given."""
+
+    def __init__(
+        self,
+        *,
+        nodes: int = 32,
+        gpus_per_node: int = 8,
+        gpu_model: str = "H100",
+        seed: int = 42,
+        start_time_s: float,
+    ) -> None:
+        if nodes < 1:
+            raise ValueError("a simulated cluster needs at least one node")
+        if gpus_per_node < 1:
+            raise ValueError("a simulated node needs at least one GPU")
+        self.model: GpuModel = lookup_gpu_model(gpu_model)
+        self.seed = seed
+        self.start_time_s = float(start_time_s)
+        self.gpus_per_node = gpus_per_node
+        width = max(3, len(str(nodes)))
+        self.node_names: tuple[str, ...] = tuple(f"gpu{i + 1:0{width}d}" for i in range(nodes))
+        self._n = nodes
+        self._step_index = 0
+        # Separate streams, so the jobs Slurm runs do not depend on how many GPUs draw noise.
+        self._setup_rng = _stream(seed, "setup")
+        self._sched_rng = _stream(seed, "sched")
+        self._level_rng = _stream(seed, "level")
+        self._noise_rng = _stream(seed, "noise")
+
+        self._incident_at = incident_node_indices(nodes)
+        self._setup_gpus()
+        self._setup_partitions()
+        self._setup_scheduler()
+        self._setup_incident_jobs()
+        self._initial_fill()
+        self._initial_pending()
+        t0 = self.start_time_s
+        self._schedule(t0, force=True)
+        self._update_levels(t0)
+        self._settle(t0)
+        self._setup_static_node_data()
+        self.incidents: tuple[Incident, ...] = self._describe_incidents()
+
+        self._result: SourceResult | None = None
+        self._result_step = -1
+        self._slurm_nodes: dict[str, SlurmNode] = {}
+        self._slurm_jobs: tuple[SlurmJob, ...] = ()
+        self._frozen: NodeSample | None = None
+        frozen = self._incident_at.get("unresponsive")
+        self._frozen_node = -1 if frozen is None else frozen
+        if frozen is not None:
+            # Values as they were when the node went silent; it never reports again.
+            gpus = self._build_gpus()
+            self._frozen = self._node_sample(frozen, gpus, t0 - SILENT_BEFORE_START_S)
+
+    # ------------------------------------------------------------------ public API
+
+    @property
+    def now_s(self) -> float:
+        """The time of the last simulated step."""
+        return self.start_time_s + self._step_index * STEP_S
+
+    def advance_to(self, now_s: float) -> None:
+        """Run every whole step up to ``now_s``; the same or an earlier time changes nothing."""
+        for t in self._steps_until(now_s):
+            self._begin_step(t)
+            self._evolve_nodes(0, self._n)
+            self._step_index += 1
+
+    async def advance_and_yield(self, now_s: float, chunk_nodes: int = 100) -> None:
+        """`advance_to`, handing the event loop back every ``chunk_nodes`` nodes so a large step never
+        blocks it for long. The data equals what `advance_to` gives; call `result` once this returns."""
+        chunk = max(1, chunk_nodes)
+        for t in self._steps_until(now_s):
+            self._begin_step(t)
+            for lo in range(0, self._n, chunk):
+                self._evolve_nodes(lo, min(self._n, lo + chunk))
+                await asyncio.sleep(0)
+            self._step_index += 1
+
+    def result(self) -> SourceResult:
+        """Every node and Slurm as of the last step. Asked again without a step in between, the same
+        objects come back; the frozen node's sample never changes."""
+        if self._result is not None and self._result_step == self._step_index:
+            return self._result
+        t = self.now_s
+        gpus = self._build_gpus()
+        frozen = self._frozen
+        nodes = [
+            frozen if frozen is not None and i == self._frozen_node else self._node_sample(i, gpus, t)
+            for i in range(self._n)
+        ]
+        self._result = SourceResult(nodes=tuple(nodes), slurm=self._slurm_state(t))
+        self._result_step = self._step_index
+        return self._result
+
+    # ------------------------------------------------------------------ setup
+
+    def _setup_gpus(self) -> None:
+        rng = self._setup_rng
+        model = self.model
+        g_per = self.gpus_per_node
+        total = self._n * g_per
+        spare = [bus for bus in range(1, 0xFF) if bus not in _HGX_BUSES]
+        buses = list(_HGX_BUSES) + spare
+        # The same slots on every node, as on real identical servers.
+        self._pci = [f"{k // len(buses):08X}:{buses[k % len(buses)]:02X}:00.0" for k in range(g_per)]
+        self._gidx = [g % g_per for g in range(total)]
+        self._gpci = [self._pci[k] for k in self._gidx]
+        self._uuid: list[str] = []
+        self._idle_w: list[float] = []
+        self._amb: list[float] = []
+        self._rth: list[float] = []
+        self._idle_mem: list[float] = []
+        base_rth = _RISE_AT_LIMIT_C / model.power_limit_w
+        for g in range(total):
+            h = f"{rng.getrandbits(128):032x}"
+            self._uuid.append(f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}")
+            self._idle_w.append(model.idle_power_w * rng.uniform(0.93, 1.07))
+            # GPUs further back in the chassis breathe air the front ones already warmed.
+            self._amb.append(26.0 + rng.uniform(0.0, 2.5) + 0.5 * (g % g_per % 4))
+            self._rth.append(base_rth * rng.uniform(0.93, 1.07))
+            self._idle_mem.append(float(_IDLE_MEM_MIB + rng.randrange(0, 48)))
+        hot = self._incident_at.get("hot_gpu")
+        if hot is not None:
+            self._rth[hot * g_per + self._incident_gpu("hot_gpu")] *= _HOT_GPU_RESISTANCE
+        self._ecc = [0] * total
+        ecc = self._incident_at.get("ecc_xid")
+        if ecc is not None:
+            self._ecc[ecc * g_per + self._incident_gpu("ecc_xid")] = 2
+
+        idle = _idle_sentinel()
+        self._idle_job = idle
+        self._gjob: list[_Job] = [idle] * total
+        self._goff = [0.0] * total
+        self._pbase = list(self._idle_w)
+        self._span_w = [model.power_limit_w - w for w in self._idle_w]
+        self._pcoef = [s / 100.0 for s in self._span_w]
+        self._idle_jit_w = model.idle_power_w * 0.02
+        self._busy_jit_w = model.power_limit_w * 0.01
+        self._pjit = [self._idle_jit_w] * total
+        self._util = [0.0] * total
+        self._noise = [0.0] * total
+        self._power = list(self._idle_w)
+        self._temp = [0.0] * total
+        self._mem = list(self._idle_mem)
+        self._mem_target = list(self._idle_mem)
+        self._procs: list[tuple[GpuProcess, ...]] = [()] * total
+        self._pid = [0] * total
+        self._ramping: dict[int, None] = {}  # GPUs whose memory is still filling up after a job start
+        cmax = model.sm_clock_max_mhz
+        # Clock by whole degree over the slowdown temperature, in the 15 MHz steps real clocks take.
+        self._hot_clock = [
+            float(max(model.sm_clock_idle_mhz, int(cmax * (1.0 - 0.035 * d) / 15) * 15)) for d in range(60)
+        ]
+
+    def _incident_gpu(self, kind: str) -> int:
+        wanted = {"hot_gpu": 3, "ecc_xid": 4, "mig": 7, "missing_gpu": 5}[kind]
+        return min(wanted, self.gpus_per_node - 1)
+
+    def _setup_partitions(self) -> None:
+        n = self._n
+        if n >= 3:
+            debug = max(1, round(n * 0.06))
+            infer = max(1, round(n * 0.14))
+        else:
+            debug = infer = 0
+        train = n - debug - infer
+        self._node_part = [_TRAIN] * train + [_INFER] * infer + [_DEBUG] * debug
+        mig = self._incident_at.get("mig")
+        if mig is not None:
+            self._node_part[mig] = _INFER  # MIG slices serve inference
+
+    def _setup_scheduler(self) -> None:
+        g_per = self.gpus_per_node
+        at = self._incident_at
+        self._node_free: list[list[int]] = [list(range(g_per)) for _ in range(self._n)]
+        self._node_alloc = [0] * self._n
+        # Free GPUs Slurm may hand out: the broken, missing and MIG GPUs are not among them.
+        for kind in ("ecc_xid", "missing_gpu", "mig"):
+            node = at.get(kind)
+            if node is not None:
+                self._node_free[node].remove(self._incident_gpu(kind))
+        unschedulable = {at[k] for k in ("drained", "unresponsive") if k in at}
+        # Per partition, per number of free GPUs: the nodes with that many free (dicts as ordered sets).
+        self._buckets: list[list[dict[int, None]]] = [[{} for _ in range(g_per + 1)] for _ in _PARTITIONS]
+        self._schedulable = [i not in unschedulable for i in range(self._n)]
+        self._train_nodes = sum(
+            1 for i in range(self._n) if self._node_part[i] == _TRAIN and self._schedulable[i]
+        )
+        for i in range(self._n):
+            if self._schedulable[i]:
+                self._buckets[self._node_part[i]][len(self._node_free[i])][i] = None
+        self._running: dict[str, _Job] = {}
+        self._pending: list[_Job] = []
+        self._ends: list[tuple[float, int, _Job]] = []
+        self._end_seq = itertools.count()
+        self._next_job_id = _JOB_ID_BASE
+        self._user_gpus: dict[str, int] = dict.fromkeys(_USERS, 0)
+        self._qos_cap = 2 * g_per
+        self._fill_qos_gpus = 0
+        self._pending_cap = max(6, self._n // 4)
+        self._jobs_changed = True
+        self._dirty_nodes: set[int] = set(range(self._n))
+        self._arrival_rate = [self._arrival_rate_for(p) for p in range(len(_PARTITIONS))]
+        self._next_arrival_s = [
+            self.start_time_s + self._sched_rng.expovariate(rate) if rate > 0 else math.inf
+            for rate in self._arrival_rate
+        ]
+
+    def _arrival_rate_for(self, partition: int) -> float:
+        """Jobs per second that keep the partition near its target load, from the mean GPU-seconds of the
+        jobs it gets (estimated on a private stream so the main ones are not disturbed)."""
+        gpus = sum(len(self._node_free[i]) for i in range(self._n) if self._node_part[i] == partition)
+        if gpus == 0:
+            return 0.0
+        rng = _stream(self.seed, f"rate:{partition}")
+        samples = [self._draw_request(partition, rng) for _ in range(200)]
+        mean_gpu_s = sum(nodes * per * dur for nodes, per, dur in samples) / len(samples)
+        return _TARGET_LOAD[partition] * gpus / mean_gpu_s
+
+    # ------------------------------------------------------------------ jobs
+
+    def _draw_request(self, partition: int, rng: random.Random) -> tuple[int, int, float]:
+        """Nodes, GPUs per node and run time of a job someone submits to ``partition``."""
+        g_per = self.gpus_per_node
+        if partition == _TRAIN and self._train_nodes >= 4 and rng.random() < 0.2:
+            lo, hi = _MULTI_NODE_DURATION_S
+            return rng.choice((2, 2, 3, 4)), g_per, math.exp(rng.uniform(math.log(lo), math.log(hi)))
+        sizes = [s for s in (8, 4, 2, 1) if s <= g_per] + ([g_per] if g_per > 8 else [])
+        weights = _REQUEST_WEIGHTS[partition]
+        size = rng.choices(sizes, weights=[weights.get(s, weights[8]) for s in sizes])[0]
+        lo, hi = _DURATION_S[partition]
+        return 1, size, math.exp(rng.uniform(math.log(lo), math.log(hi)))
+
+    def _pick_user(self, rng: random.Random) -> str:
+        return rng.choices(_USERS, weights=_USER_WEIGHTS)[0]
+
+    def _make_job(
+        self,
+        partition: int,
+        nodes: int,
+        per_node: int,
+        duration_s: float,
+        rng: random.Random,
+        *,
+        user: str | None = None,
+        profile: int | None = None,
+    ) -> _Job:
+        if profile is None:
+            if nodes > 1:
+                profile = _P_TRAIN
+            elif partition == _TRAIN:
+                profile = _P_TRAIN if rng.random() < 0.78 else _P_LOADER
+            elif partition == _INFER:
+                profile = _P_INFER if rng.random() < 0.8 else _P_LOADER
+            else:
+                profile = rng.choice((_P_TRAIN, _P_TRAIN, _P_INFER, _P_LOADER))
+        if nodes > 1:
+            name = rng.choice(_MULTI_NODE_NAMES)
+        elif profile == _P_IDLE:
+            name = "jupyter"
+        else:
+            name = rng.choice(_NAMES.get((partition, profile), _NAMES[(_TRAIN, _P_TRAIN)]))
+        job = _Job(
+            partition=partition,
+            profile=profile,
+            nodes=nodes,
+            per_node=per_node,
+            user=user if user is not None else self._pick_user(rng),
+            name=name,
+        )
+        job.duration_s = duration_s
+        limit_floor = duration_s * 1.15
+        job.limit_s = next((lim for lim in _TIME_LIMITS_S if lim >= limit_floor), _TIME_LIMITS_S[-1])
+        job.warm_until_s = -math.inf
+        job.pid_base = rng.randrange(12000, 3_900_000)
+        if profile == _P_TRAIN:
+            job.base_level = rng.uniform(90.0, 97.0)
+            job.dip_level = job.base_level - rng.uniform(12.0, 25.0)  # all-reduce stalls, eval, checkpoints
+            job.period_s = rng.uniform(60.0, 300.0)
+            job.dip_s = rng.uniform(2.0, 6.0)
+            job.phase_s = rng.uniform(0.0, job.period_s)
+            job.noise_amp, job.spread = 3.5, 1.5
+            job.power_factor = rng.uniform(0.86, 1.0)
+            job.mem_frac = rng.uniform(0.72, 0.94)
+            job.mem_ratio = rng.uniform(0.35, 0.55)
+        elif profile == _P_INFER:
+            job.base_level = rng.uniform(20.0, 70.0)
+            job.noise_amp, job.spread = 8.0, 5.0
+            job.power_factor = rng.uniform(0.72, 0.86)
+            job.mem_frac = 0.9 if rng.random() < 0.5 else rng.uniform(0.35, 0.6)  # vLLM reserves 90%
+            job.mem_ratio = rng.uniform(0.55, 0.85)  # decoding is memory bound
+        elif profile == _P_LOADER:
+            job.base_level = rng.uniform(35.0, 45.0)
+            job.amp = rng.uniform(5.0, 9.0)
+            job.period_s = rng.uniform(20.0, 60.0)
+            job.phase_s = rng.uniform(0.0, job.period_s)
+            job.noise_amp, job.spread = 6.0, 3.0
+            job.power_factor = rng.uniform(0.62, 0.75)
+            job.mem_frac = rng.uniform(0.1, 0.35)
+            job.mem_ratio = rng.uniform(0.2, 0.35)
+        else:
+            job.mem_frac = min(0.9, _IDLE_JOB_MEM_MIB / self.model.mem_total_mib)
+        job.level = job.base_level
+        job.mem_mib = int(self.model.mem_total_mib * job.mem_frac)
+        return job
+
+    def _assign_id(self, job: _Job) -> None:
+        job.job_id = str(self._next_job_id)
+        self._next_job_id += 1
+
+    def _allocate(self, job: _Job, node: int, count: int, rng: random.Random, *, ramp: bool) -> None:
+        free = self._node_free[node]
+        idxs = tuple(free[:count])
+        del free[:count]
+        self._rebucket(node, len(free) + count)
+        job.gpus[node] = idxs
+        self._node_alloc[node] += count
+        self._dirty_nodes.add(node)
+        g_per = self.gpus_per_node
+        model = self.model
+        rank0 = len(job.gpus) == 1
+        for local_rank, k in enumerate(idxs):
+            g = node * g_per + k
+            self._gjob[g] = job
+            self._goff[g] = rng.uniform(-job.spread, job.spread)
+            self._noise[g] = 0.0
+            ctx_w = self._idle_w[g] * _CONTEXT_POWER
+            self._pbase[g] = self._idle_w[g] + ctx_w
+            self._pcoef[g] = (self._span_w[g] - ctx_w) * job.power_factor / 100.0
+            self._pjit[g] = self._busy_jit_w
+            # Rank 0 keeps a little more (optimizer bookkeeping, logging buffers).
+            extra = 600 if rank0 and local_rank == 0 and job.profile != _P_IDLE else 0
+            target = min(
+                model.mem_total_mib - 200.0,
+                job.mem_mib + extra + rng.randrange(-256, 257) + self._idle_mem[g],
+            )
+            self._mem_target[g] = target
+            if ramp:
+                self._ramping[g] = None
+                self._mem[g] = self._idle_mem[g] + _CONTEXT_MIB  # the process exists from its first second
+            else:
+                self._mem[g] = target
+            self._pid[g] = job.pid_base + 97 * (node % 7) + local_rank
+            self._set_procs(g, job)
+
+    def _set_procs(self, g: int, job: _Job) -> None:
+        used = self._mem[g] - self._idle_mem[g]
+        self._procs[g] = (GpuProcess(self._pid[g], "python", used, job.user),) if used > 0 else ()
+
+    def _release(self, job: _Job) -> None:
+        g_per = self.gpus_per_node
+        for node, idxs in job.gpus.items():
+            free = self._node_free[node]
+            before = len(free)
+            free.extend(idxs)
+            free.sort()
+            self._rebucket(node, before)
+            self._node_alloc[node] -= len(idxs)
+            self._dirty_nodes.add(node)
+            for k in idxs:
+                g = node * g_per + k
+                self._gjob[g] = self._idle_job
+                self._goff[g] = 0.0
+                self._noise[g] = 0.0
+                self._pbase[g] = self._idle_w[g]
+                self._pcoef[g] = self._span_w[g] / 100.0
+                self._pjit[g] = self._idle_jit_w
+                self._mem[g] = self._mem_target[g] = self._idle_mem[g]  # the process exits, memory is freed
+                self._procs[g] = ()
+                self._ramping.pop(g, None)
+        self._user_gpus[job.user] -= job.gpu_count
+
+    def _rebucket(self, node: int, old_free: int) -> None:
+        if not self._schedulable[node]:
+            return
+        buckets = self._buckets[self._node_part[node]]
+        del buckets[old_free][node]
+        buckets[len(self._node_free[node])][node] = None
+
+    def _try_place(self, job: _Job, rng: random.Random) -> bool:
+        buckets = self._buckets[job.partition]
+        g_per = self.gpus_per_node
+        if job.nodes == 1:
+            # Best fit: the node with the fewest free GPUs that still fits, to keep whole nodes free.
+            for k in range(job.per_node, g_per + 1):
+                if buckets[k]:
+                    self._allocate(job, next(iter(buckets[k])), job.per_node, rng, ramp=True)
+                    return True
+            return False
+        if len(buckets[g_per]) < job.nodes:
+            return False
+        for node in list(itertools.islice(buckets[g_per], job.nodes)):
+            self._allocate(job, node, g_per, rng, ramp=True)
+        return True
+
+    def _run(self, job: _Job, start_s: float, end_s: float) -> None:
+        job.start_s = start_s
+        job.end_s = end_s
+        job.reason = None
+        job.slurm = None
+        self._running[job.job_id] = job
+        self._user_gpus[job.user] += job.gpu_count
+        if not job.pinned:
+            heapq.heappush(self._ends, (end_s, next(self._end_seq), job))
+        self._jobs_changed = True
+
+    def _setup_incident_jobs(self) -> None:
+        """The jobs the incidents need, pinned: they do not end while the simulation runs."""
+        rng = self._setup_rng
+        at = self._incident_at
+        g_per = self.gpus_per_node
+        t0 = self.start_time_s
+        pinned: list[tuple[int, _Job, float, int]] = []
+        for kind, started_ago_s, user in (("hot_gpu", 19800.0, "chen"), ("unresponsive", 33120.0, "alice")):
+            node = at.get(kind)
+            if node is not None:
+                job = self._make_job(_TRAIN, 1, g_per, _PINNED_LIMIT_S, rng, user=user, profile=_P_TRAIN)
+                if kind == "hot_gpu":
+                    # Flat out, so the badly cooled GPU sits in thermal slowdown at 88-92 C whatever the seed.
+                    job.base_level, job.dip_level, job.power_factor = 96.0, 88.0, 0.97
+                pinned.append((node, job, started_ago_s, g_per))
+        node = at.get("idle_job")
+        if node is not None:
+            job = self._make_job(_TRAIN, 1, g_per, _PINNED_LIMIT_S, rng, user=_IDLE_JOB_USER, profile=_P_IDLE)
+            job.name = "jupyter"
+            pinned.append((node, job, 3 * 3600.0, g_per))
+        node = at.get("mig")
+        if node is not None:
+            job = self._make_job(_INFER, 1, 1, _PINNED_LIMIT_S, rng, user=_MIG_JOB_USER, profile=_P_INFER)
+            job.name = "mig-embed-serve"
+            pinned.append((node, job, 26 * 3600.0, 1))
+        self._pinned_jobs: list[_Job] = []
+        for node, job, started_ago_s, count in pinned:
+            job.pinned = True
+            job.limit_s = _PINNED_LIMIT_S
+            if job.profile == _P_IDLE:
+                # nvidia-smi shows what the process holds, whatever the model
+                job.mem_mib = _IDLE_JOB_MEM_MIB
+            if job.name == "mig-embed-serve":
+                self._take_specific(job, node, (self._incident_gpu("mig"),), rng)
+            else:
+                self._allocate(job, node, count, rng, ramp=False)
+            job.start_s = t0 - started_ago_s
+            self._pinned_jobs.append(job)
+
+    def _take_specific(self, job: _Job, node: int, idxs: tuple[int, ...], rng: random.Random) -> None:
+        """Hold GPUs Slurm does not otherwise hand out (the MIG GPU)."""
+        saved_free, saved_schedulable = self._node_free[node], self._schedulable[node]
+        self._node_free[node] = list(idxs)
+        self._schedulable[node] = False  # keeps the buckets out of this temporary free list
+        self._allocate(job, node, len(idxs), rng, ramp=False)
+        self._node_free[node], self._schedulable[node] = saved_free, saved_schedulable
+
+    def _initial_fill(self) -> None:
+        """Jobs already running at the start, started at random times in the past."""
+        rng = self._sched_rng
+        g_per = self.gpus_per_node
+        t0 = self.start_time_s
+        started: list[_Job] = [job for job in self._pinned_jobs]
+        by_part: list[list[int]] = [[] for _ in _PARTITIONS]
+        for i in range(self._n):
+            if self._schedulable[i]:
+                by_part[self._node_part[i]].append(i)
+        for part, nodes in enumerate(by_part):
+            cursor = 0
+            while cursor < len(nodes):
+                node = nodes[cursor]
+                if part == _TRAIN and len(nodes) >= 4 and rng.random() < 0.3:
+                    width = rng.choice((2, 2, 3, 4))
+                    block = nodes[cursor : cursor + width]
+                    if len(block) == width and all(len(self._node_free[i]) == g_per for i in block):
+                        lo, hi = _MULTI_NODE_DURATION_S
+                        duration = math.exp(rng.uniform(math.log(lo), math.log(hi)))
+                        user = self._fill_user(rng, width * g_per)
+                        job = self._make_job(part, width, g_per, duration, rng, user=user)
+                        for i in block:
+                            self._allocate(job, i, g_per, rng, ramp=False)
+                        started.append(job)
+                        cursor += width
+                        continue
+                self._fill_node(node, part, rng, started)
+                cursor += 1
+        for job in started:
+            if job.pinned:
+                continue
+            elapsed = rng.uniform(0.02, 0.98) * job.duration_s
+            job.start_s = float(math.floor(t0 - elapsed))  # Slurm keeps whole seconds
+        # Older jobs got lower ids, as Slurm hands them out in submission order.
+        started.sort(key=lambda job: job.start_s if job.start_s is not None else t0)
+        for job in started:
+            self._assign_id(job)
+            start_s = job.start_s if job.start_s is not None else t0
+            end_s = math.inf if job.pinned else start_s + job.duration_s
+            self._run(job, start_s, end_s)
+
+    def _fill_user(self, rng: random.Random, gpus: int) -> str:
+        # Running jobs respect the per-user limit, as Slurm enforced it when they started.
+        user = self._pick_user(rng)
+        if user == _QOS_USER:
+            if self._fill_qos_gpus + gpus > self._qos_cap:
+                return rng.choice(_OTHER_USERS)
+            self._fill_qos_gpus += gpus
+        return user
+
+    def _fill_node(self, node: int, part: int, rng: random.Random, started: list[_Job]) -> None:
+        free = len(self._node_free[node])
+        if free == 0:
+            return
+        r = rng.random()
+        if r < _FILL_FULL[part]:
+            target = free
+        elif r < _FILL_FULL[part] + _FILL_EMPTY[part] or free == 1:
+            target = 0
+        else:
+            target = rng.randint(1, free - 1)
+        while target > 0:
+            sizes = [s for s in (8, 4, 2, 1) if s <= target] + ([target] if target > 8 else [])
+            size = rng.choices(sizes, weights=[_FILL_WEIGHTS.get(s, 3) for s in sizes])[0]
+            lo, hi = _DURATION_S[part]
+            duration = math.exp(rng.uniform(math.log(lo), math.log(hi)))
+            job = self._make_job(part, 1, size, duration, rng, user=self._fill_user(rng, size))
+            self._allocate(job, node, size, rng, ramp=False)
+            started.append(job)
+            target -= size
+
+    def _initial_pending(self) -> None:
+        """A queue that shows the usual reasons from the first sample: a big job waiting for whole
+        nodes (Resources), jobs queued behind it (Priority) and one over the per-user limit (QOS)."""
+        rng = self._sched_rng
+        g_per = self.gpus_per_node
+        train_nodes = self._train_nodes
+        wanted: list[tuple[int, int, int, float, str | None]] = []
+        if train_nodes >= 2:
+            wanted.append((_TRAIN, min(4, train_nodes), g_per, 10 * 3600.0, "gwen"))
+        wanted.append((_TRAIN, 1, g_per, 6 * 3600.0, _QOS_USER))
+        wanted.append((_TRAIN, 1, g_per, 8 * 3600.0, "eva"))
+        wanted.append((_TRAIN, 1, min(4, g_per), 5 * 3600.0, "bob"))
+        wanted.append((_INFER, 1, min(2, g_per), 4 * 3600.0, None))
+        for _ in range(self._n // 32):
+            part = rng.choice((_TRAIN, _TRAIN, _INFER))
+            nodes, per, duration = self._draw_request(part, rng)
+            wanted.append((part, nodes, per, max(duration, 2 * _BACKFILL_LIMIT_S), None))
+        for part, nodes, per, duration, user in wanted:
+            if not any(self._node_part[i] == part and self._schedulable[i] for i in range(self._n)):
+                continue
+            job = self._make_job(part, nodes, per, duration, rng, user=user)
+            self._assign_id(job)
+            self._pending.append(job)
+        self._jobs_changed = True
+
+    # ------------------------------------------------------------------ evolution
+
+    def _steps_until(self, now_s: float) -> list[float]:
+        """The step times to run to reach ``now_s``, skipping (not simulating) beyond the catch-up cap."""
+        steps = math.floor((now_s - self.now_s) / STEP_S + 1e-9)
+        if steps <= 0:
+            return []
+        if steps > MAX_CATCH_UP_STEPS:
+            self._step_index += steps - MAX_CATCH_UP_STEPS
+            steps = MAX_CATCH_UP_STEPS
+        base = self._step_index
+        return [self.start_time_s + (base + k + 1) * STEP_S for k in range(steps)]
+
+    def _begin_step(self, t: float) -> None:
+        """The cluster-wide part of a step: Slurm, job load levels, memory filling up."""
+        self._schedule(t)
+        self._update_levels(t)
+        if self._ramping:
+            done = []
+            for g in self._ramping:
+                target = self._mem_target[g]
+                mem = self._mem[g] + (target - self._mem[g]) * 0.35  # allocations grow over a few seconds
+                if abs(target - mem) < 64:
+                    mem = target
+                    done.append(g)
+                self._mem[g] = mem // 1.0
+                self._set_procs(g, self._gjob[g])
+            for g in done:
+                del self._ramping[g]
+
+    def _schedule(self, t: float, *, force: bool = False) -> None:
+        changed = force
+        while self._ends and self._ends[0][0] <= t:
+            _, _, job = heapq.heappop(self._ends)
+            self._release(job)
+            del self._running[job.job_id]
+            self._jobs_changed = changed = True
+        rng = self._sched_rng
+        for part, rate in enumerate(self._arrival_rate):
+            if self._next_arrival_s[part] < t - MAX_CATCH_UP_STEPS * STEP_S:
+                self._next_arrival_s[part] = t  # after a skip, resume arrivals instead of replaying them
+            while self._next_arrival_s[part] <= t:
+                self._next_arrival_s[part] += rng.expovariate(rate)
+                if len(self._pending) < self._pending_cap:
+                    nodes, per, duration = self._draw_request(part, rng)
+                    user = self._pick_user(rng)
+                    if user == _QOS_USER and sum(1 for j in self._pending if j.user == user) >= 2:
+                        # Someone at the limit stops submitting; others' work keeps the queue moving.
+                        user = rng.choice(_OTHER_USERS)
+                    job = self._make_job(part, nodes, per, duration, rng, user=user)
+                    self._assign_id(job)
+                    self._pending.append(job)
+                    self._jobs_changed = changed = True
+        if changed:
+            self._dispatch(t)
+
+    def _dispatch(self, t: float) -> None:
+        """Start what fits, in priority order (job id), and give the rest Slurm's reasons."""
+        rng = self._sched_rng
+        blocked: set[int] = set()
+        still: list[_Job] = []
+        for job in self._pending:
+            if job.user == _QOS_USER and self._user_gpus[job.user] + job.gpu_count > self._qos_cap:
+                reason = "QOSMaxGpuPerUser"
+            elif job.partition in blocked and job.limit_s > _BACKFILL_LIMIT_S:
+                reason = "Priority"
+            elif self._try_place(job, rng):
+                job.warm_until_s = t + rng.uniform(15.0, 90.0)  # loading data and weights
+                self._run(job, t, t + job.duration_s)
+                continue
+            elif job.partition in blocked:
+                reason = "Priority"
+            else:
+                blocked.add(job.partition)
+                reason = "Resources"
+            if reason != job.reason:
+                job.reason = reason
+                job.slurm = None
+                self._jobs_changed = True
+            still.append(job)
+        self._pending = still
+
+    def _update_levels(self, t: float) -> None:
+        """Each job's target utilization this second, shared by its GPUs (ranks of one job move together)."""
+        rng = self._level_rng
+        for job in self._running.values():
+            profile = job.profile
+            if t < job.warm_until_s:
+                job.level = 5.0
+            elif profile == _P_TRAIN:
+                job.level = job.dip_level if (t + job.phase_s) % job.period_s < job.dip_s else job.base_level
+            elif profile == _P_INFER:
+                if t >= job.next_change_s:
+                    job.level = rng.uniform(20.0, 70.0)  # request bursts come and go
+                    job.next_change_s = t + rng.uniform(2.0, 12.0)
+            elif profile == _P_LOADER:
+                phase = (t + job.phase_s) % job.period_s / job.period_s
+                job.level = job.base_level + job.amp * (2.0 * abs(2.0 * phase - 1.0) - 1.0)
+            else:
+                job.level = 0.0
+
+    def _evolve_nodes(self, lo: int, hi: int) -> None:
+        g_per = self.gpus_per_node
+        frozen = self._frozen_node
+        if lo <= frozen < hi:
+            self._evolve(lo * g_per, frozen * g_per)
+            self._evolve((frozen + 1) * g_per, hi * g_per)
+        else:
+            self._evolve(lo * g_per, hi * g_per)
+
+    def _evolve(self, lo_g: int, hi_g: int) -> None:
+        """One second of every GPU in [lo_g, hi_g): utilization chases its job's level through smooth
+        noise, power follows utilization, temperature follows power with a lag, and heat sheds power."""
+        gjob = self._gjob
+        goff = self._goff
+        noise = self._noise
+        util = self._util
+        temp = self._temp
+        power = self._power
+        pbase = self._pbase
+        pcoef = self._pcoef
+        pjit = self._pjit
+        amb = self._amb
+        rth = self._rth
+        plim = self.model.power_limit_w
+        rnd = self._noise_rng.random
+        for g in range(lo_g, hi_g):
+            job = gjob[g]
+            r = rnd() - 0.5
+            n = noise[g] * _NOISE_KEEP + r * job.noise_amp
+            noise[g] = n
+            u = util[g]
+            u += (job.level + goff[g] + n - u) * _UTIL_LAG
+            if u < 0.01:
+                u = 0.0  # also keeps decaying values out of denormal floats
+            elif u > 100.0:
+                u = 100.0
+            util[g] = u
+            t = temp[g]
+            p = pbase[g] + u * pcoef[g] + r * pjit[g]
+            if t > _THROTTLE_C:
+                p *= 1.0 - (t - _THROTTLE_C) * _THROTTLE_PER_C
+            if p > plim:
+                p = plim
+            power[g] = p
+            temp[g] = t + (amb[g] + p * rth[g] - t) * _TEMP_LAG
+
+    def _settle(self, t0: float) -> None:
+        """Start in equilibrium: utilization at its level, temperature where its power holds it."""
+        for g, job in enumerate(self._gjob):
+            u = min(100.0, max(0.0, job.level + self._goff[g]))
+            self._util[g] = u
+            p = min(self.model.power_limit_w, self._pbase[g] + u * self._pcoef[g])
+            pr = p * self._rth[g]
+            temp = self._amb[g] + pr
+            if temp > _THROTTLE_C:
+                # Solve T = amb + p * (1 - (T - 85) * k) * R for the throttled equilibrium.
+                k = _THROTTLE_PER_C
+                temp = (self._amb[g] + pr * (1.0 + _THROTTLE_C * k)) / (1.0 + pr * k)
+                p *= 1.0 - (temp - _THROTTLE_C) * _THROTTLE_PER_C
+            self._power[g] = p
+            self._temp[g] = temp
+
+    # ------------------------------------------------------------------ output
+
+    def _setup_static_node_data(self) -> None:
+        model = self.model
+        up = tuple(IbPort(f"mlx5_{k}", 1, "Active", "LinkUp", model.ib_rate_gbps) for k in range(8))
+        self._ib: list[tuple[IbPort, ...]] = [up] * self._n
+        self._xids: list[tuple[XidEvent, ...]] = [()] * self._n
+        self._fixups: dict[int, Callable[[list[GpuSample]], list[GpuSample]]] = {}
+        at = self._incident_at
+        t0 = self.start_time_s
+        if "ib_down" in at:
+            ports = list(up)
+            ports[3] = IbPort("mlx5_3", 1, "Down", "Disabled", None)
+            self._ib[at["ib_down"]] = tuple(ports)
+        if "ecc_xid" in at:
+            k = self._incident_gpu("ecc_xid")
+            bus = self._pci[k]
+            kernel_bus = bus[4:-2].lower()  # "00000000:9A:00.0" -> "0000:9a:00", as NVRM prints it
+            self._xids[at["ecc_xid"]] = (
+                XidEvent(
+                    t0 - 372.0,
+                    48,
+                    bus,
+                    k,
+                    f"NVRM: Xid (PCI:{kernel_bus}): 48, pid=2211873, name=python, An uncorrectable double "
+                    "bit error (DBE) has been detected on GPU in the framebuffer at partition 6, "
+                    "subpartition 0.",
+                ),
+                XidEvent(
+                    t0 - 251.0,
+                    79,
+                    bus,
+                    k,
+                    f"NVRM: Xid (PCI:{kernel_bus}): 79, pid='<unknown>', name=<unknown>, "
+                    "GPU has fallen off the bus.",
+                ),
+            )
+        if "mig" in at:
+            node = at["mig"]
+            k = self._incident_gpu("mig")
+            slice_mib = model.mig_slice_mib
+            used = [int(slice_mib * share) for share in _MIG_INSTANCE_USE]
+            g = node * self.gpus_per_node + k
+            mig_mem = float(sum(used) + self._idle_mem[g])
+            job = self._gjob[g]
+            procs = tuple(
+                GpuProcess(job.pid_base + j, "python", float(mib), job.user)
+                for j, mib in enumerate(used)
+                if mib > 0
+            )
+
+            def mig_fixup(gpus: list[GpuSample], k: int = k) -> list[GpuSample]:
+                # Under MIG the driver reports no utilization, and memory per instance.
+                gpus[k] = gpus[k]._replace(
+                    util_pct=None, mem_util_pct=None, mig_enabled=True, mem_used_mib=mig_mem, processes=procs
+                )
+                return gpus
+
+            self._fixups[node] = mig_fixup
+        if "missing_gpu" in at:
+            gone = self._incident_gpu("missing_gpu")
+            self._fixups[at["missing_gpu"]] = lambda gpus: [s for s in gpus if s.index != gone]
+
+    def _build_gpus(self) -> list[GpuSample]:
+        """Every GPU's sample from the current state, in the units and precision nvidia-smi reports.
+
+        The hot path of a tick: rounding is done with float floor division (``(x + 0.5) // 1.0``) rather
+        than int()/round() calls, which cost more than the arithmetic itself.
+        """
+        model = self.model
+        name = model.name
+        mem_total = float(model.mem_total_mib)
+        plim = model.power_limit_w
+        pcap = plim * _POWER_CAP_SHARE
+        cmax = float(model.sm_clock_max_mhz)
+        cidle = float(model.sm_clock_idle_mhz)
+        capped_clock = cmax - 105.0
+        hot_clock = self._hot_clock
+        hot_last = len(hot_clock) - 1
+        throttle_c = _THROTTLE_C
+        hw_c = float(_HW_SLOWDOWN_C)
+        new = _new_gpu_sample
+        cls = GpuSample
+        out: list[GpuSample] = []
+        append = out.append
+        state = zip(
+            self._gjob,
+            self._util,
+            self._temp,
+            self._power,
+            self._mem,
+            self._gidx,
+            self._uuid,
+            self._gpci,
+            self._ecc,
+            self._procs,
+            strict=True,
+        )
+        for job, u, t, p, mem, k, uuid, pci, ecc, procs in state:
+            ti = (t + 0.5) // 1.0
+            if ti >= throttle_c:
+                clock = hot_clock[min(int(ti - throttle_c), hot_last)]
+                reasons: tuple[str, ...] = _THERMAL_HW if ti >= hw_c else _THERMAL_SW
+            elif not job.has_context:
+                clock = cidle
+                reasons = ()
+            elif p >= pcap:
+                clock = capped_clock
+                reasons = _POWER_CAPPED
+            else:
+                clock = cmax
+                reasons = ()
+            append(
+                new(
+                    cls,
+                    (
+                        k,
+                        uuid,
+                        name,
+                        pci,
+                        (u + 0.5) // 1.0,
+                        (u * job.mem_ratio + 0.5) // 1.0,
+                        mem,
+                        mem_total,
+                        ti,
+                        ((p * 100.0 + 0.5) // 1.0) / 100.0,
+                        plim,
+                        clock,
+                        cmax,
+                        ecc,
+                        False,
+                        reasons,
+                        procs,
+                    ),
+                )
+            )
+        return out
+
+    def _node_sample(self, i: int, gpus: list[GpuSample], t: float) -> NodeSample:
+        g_per = self.gpus_per_node
+        mine = gpus[i * g_per : (i + 1) * g_per]
+        fixup = self._fixups.get(i)
+        if fixup is not None:
+            mine = fixup(mine)
+        return NodeSample(
+            self.node_names[i],
+            Reachability.OK,
+            t,
+            tuple(mine),
+            g_per,
+            None,
+            self._ib[i],
+            self._xids[i],
+        )
+
+    def _slurm_state(self, t: float) -> SlurmState:
+        if self._dirty_nodes:
+            nodes = dict(self._slurm_nodes)
+            for i in sorted(self._dirty_nodes):
+                name = self.node_names[i]
+                nodes[name] = self._slurm_node(i, t)
+            self._slurm_nodes = nodes
+            self._dirty_nodes.clear()
+        if self._jobs_changed:
+            running = sorted(self._running.values(), key=lambda job: int(job.job_id))
+            self._slurm_jobs = tuple(self._slurm_job(job) for job in running + self._pending)
+            self._jobs_changed = False
+        return SlurmState(nodes=self._slurm_nodes, jobs=self._slurm_jobs, sampled_at_s=t)
+
+    def _slurm_node(self, i: int, t: float) -> SlurmNode:
+        alloc = self._node_alloc[i]
+        if alloc == 0:
+            base = SlurmBaseState.IDLE
+        elif alloc >= self.gpus_per_node:
+            base = SlurmBaseState.ALLOCATED
+        else:
+            base = SlurmBaseState.MIXED
+        part = (_PARTITIONS[self._node_part[i]],)
+        at = self._incident_at
+        t0 = self.start_time_s
+        if at.get("drained") == i:
+            return SlurmNode(
+                self.node_names[i],
+                base,
+                frozenset({"DRAIN"}),
+                DRAIN_REASON,
+                "root",
+                t0 - 2 * 86400.0 - 3127.0,
+                part,
+            )
+        if at.get("unresponsive") == i:
+            # Silent since 45 s before the first sample, so already past Slurm's 30 s: flagged from the start.
+            return SlurmNode(
+                self.node_names[i],
+                base,
+                frozenset({"NOT_RESPONDING"}),
+                "Not responding",
+                "slurm",
+                t0 - SILENT_BEFORE_START_S + SLURM_NOT_RESPONDING_AFTER_S,
+                part,
+            )
+        return SlurmNode(self.node_names[i], base, partitions=part)
+
+    def _slurm_job(self, job: _Job) -> SlurmJob:
+        if job.slurm is None:
+            names = self.node_names
+            job.slurm = SlurmJob(
+                job_id=job.job_id,
+                name=job.name,
+                user=job.user,
+                partition=_PARTITIONS[job.partition],
+                state="PENDING" if job.start_s is None else "RUNNING",
+                gpus_by_node={names[i]: idxs for i, idxs in sorted(job.gpus.items())},
+                start_time_s=job.start_s,
+                time_limit_s=job.limit_s,
+                pending_reason=job.reason if job.start_s is None else None,
+            )
+        return job.slurm
+
+    def _describe_incidents(self) -> tuple[Incident, ...]:
+        at = self._incident_at
+        names = self.node_names
+        g_per = self.gpus_per_node
+        out: list[Incident] = []
+        for kind in INCIDENT_KINDS:
+            if kind not in at:
+                continue
+            node = names[at[kind]]
+            gpu: int | None = None
+            if kind == "hot_gpu":
+                gpu = self._incident_gpu(kind)
+                text = f"GPU{gpu} runs near 90 C and throttles (poor cooling)"
+            elif kind == "ecc_xid":
+                gpu = self._incident_gpu(kind)
+                text = f"GPU{gpu}: 2 uncorrected ECC errors, Xid 48 then Xid 79 (fell off the bus)"
+            elif kind == "unresponsive":
+                text = f"stopped answering {SILENT_BEFORE_START_S:.0f} s before start; Slurm: NOT_RESPONDING"
+            elif kind == "idle_job":
+                text = f"{_IDLE_JOB_USER}'s job holds all {g_per} GPUs at 0% for 3 h"
+            elif kind == "drained":
+                text = f"drained: {DRAIN_REASON}"
+            elif kind == "mig":
+                gpu = self._incident_gpu(kind)
+                text = f"GPU{gpu} in MIG mode: no utilization reported"
+            elif kind == "ib_down":
+                text = "mlx5_3 port 1 down (Disabled)"
+            else:
+                gpu = self._incident_gpu(kind)
+                text = f"reports {g_per - 1} of {g_per} GPUs (GPU{gpu} missing)"
+            out.append(Incident(kind, node, gpu, text))
+        return tuple(out)

@@ -1,0 +1,1 @@
+"""The Textual user interface: observes views, sends action requests."""

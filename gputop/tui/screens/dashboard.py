@@ -1,0 +1,150 @@
+"""The main screen: header, cluster map, node table, filter line."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import Screen
+from textual.widgets import Footer, Input, Static
+
+from gputop.core.filter import FilterError, parse_filter
+from gputop.core.metrics import Metric
+from gputop.core.models import SnapshotDelta
+from gputop.core.summary import ClusterView
+from gputop.tui.widgets.cluster_map import ClusterMap
+from gputop.tui.widgets.node_table import NodeTable
+from gputop.tui.widgets.status_header import StatusHeader
+
+if TYPE_CHECKING:
+    from gputop.tui.app import GputopApp
+
+
+class DashboardScreen(Screen[None]):
+    BINDINGS = [
+        Binding("slash", "start_filter", "Filter"),
+        Binding("escape", "clear_filter", "Clear filter", show=False),
+        Binding("m", "cycle_metric", "Metric"),
+        Binding("M", "cycle_metric_back", "Previous metric", show=False),
+    ]
+
+    DEFAULT_CSS = """
+    DashboardScreen { layout: vertical; }
+    #filter-bar { height: auto; display: none; }
+    #filter-bar.active { display: block; }
+    #filter { border: none; height: 1; padding: 0 1; background: $boost; }
+    #filter-error { height: auto; color: $error; padding: 0 1; }
+    #map-title, #table-title { height: 1; color: $text-muted; padding: 0 1; background: $surface; }
+    """
+
+    @property
+    def gputop(self) -> GputopApp:
+        return self.app  # type: ignore[return-value]
+
+    def compose(self) -> ComposeResult:
+        app = self.gputop
+        yield StatusHeader(
+            now=app.clock.now,
+            is_demo=app.settings.is_demo,
+            read_only=app.read_only,
+            age_warn_s=app.settings.config.ui.refresh_age_warn_s,
+        )
+        yield ClusterMap(metric=app.metric, scales=app.scales, id="map")
+        with Vertical(id="filter-bar"):
+            yield Input(
+                placeholder="filter: name, state, temp>85, util<5, slurm=drain, gpu[001-016] ...", id="filter"
+            )
+            yield Static("", id="filter-error")
+        yield NodeTable(thresholds=app.settings.config.thresholds, id="nodes")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one(NodeTable).focus()
+
+    def on_screen_resume(self) -> None:
+        view = self.gputop.view
+        if view is not None:
+            self.apply_view(view, None)
+
+    # -- data -------------------------------------------------------------------------------------------
+    def apply_view(self, view: ClusterView, _delta: SnapshotDelta | None) -> None:
+        table = self.query_one(NodeTable)
+        table.apply_view(view)
+        node_map = self.query_one(ClusterMap)
+        node_map.apply_view(view)
+        if table.node_filter is not None:
+            node_map.set_filter(table.visible_names)
+        if table.cursor_name:
+            node_map.select(table.cursor_name)
+        self.query_one(StatusHeader).apply_view(view)
+
+    # -- selection sync -----------------------------------------------------------------------------------
+    @on(ClusterMap.NodeSelected)
+    def _map_selected(self, event: ClusterMap.NodeSelected) -> None:
+        self.query_one(NodeTable).select(event.name)
+
+    @on(NodeTable.NodeSelected)
+    def _table_selected(self, event: NodeTable.NodeSelected) -> None:
+        self.query_one(ClusterMap).select(event.name)
+
+    @on(ClusterMap.NodeOpened)
+    @on(NodeTable.NodeOpened)
+    def _open(self, event: ClusterMap.NodeOpened | NodeTable.NodeOpened) -> None:
+        self.gputop.open_node(event.name)
+
+    # -- metric -----------------------------------------------------------------------------------------
+    def action_cycle_metric(self) -> None:
+        self.gputop.set_metric(self.gputop.metric.next())
+
+    def action_cycle_metric_back(self) -> None:
+        members = list(Metric)
+        self.gputop.set_metric(members[(members.index(self.gputop.metric) - 1) % len(members)])
+
+    def show_metric(self, metric: Metric) -> None:
+        self.query_one(ClusterMap).set_metric(metric)
+
+    # -- filter -----------------------------------------------------------------------------------------
+    def action_start_filter(self) -> None:
+        self.query_one("#filter-bar").add_class("active")
+        self.query_one("#filter", Input).focus()
+
+    def action_clear_filter(self) -> None:
+        filter_input = self.query_one("#filter", Input)
+        filter_input.value = ""
+        self.apply_filter("")
+        self.query_one("#filter-bar").remove_class("active")
+        self.query_one(NodeTable).focus()
+
+    def apply_filter(self, text: str) -> bool:
+        """Filter the table and dim the map; returns False (and says why) on a bad expression."""
+        error = self.query_one("#filter-error", Static)
+        table = self.query_one(NodeTable)
+        node_map = self.query_one(ClusterMap)
+        if not text.strip():
+            table.set_filter(None)
+            node_map.set_filter(None)
+            error.update("")
+            return True
+        try:
+            node_filter = parse_filter(text)
+        except FilterError as err:
+            error.update(str(err))
+            return False
+        error.update("")
+        table.set_filter(node_filter)
+        node_map.set_filter(table.visible_names)
+        return True
+
+    @on(Input.Changed, "#filter")
+    def _filter_changed(self, event: Input.Changed) -> None:
+        self.apply_filter(event.value)
+
+    @on(Input.Submitted, "#filter")
+    def _filter_submitted(self, event: Input.Submitted) -> None:
+        if self.apply_filter(event.value):
+            if not event.value.strip():
+                self.query_one("#filter-bar").remove_class("active")
+            self.query_one(NodeTable).focus()

@@ -1,0 +1,238 @@
+"""The node screen: every GPU of one node, and what is wrong with it."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Static
+
+from gputop.core.config import Thresholds
+from gputop.core.health import format_age
+from gputop.core.models import GpuSample, NodeSample, Severity, SlurmState, SnapshotDelta
+from gputop.core.summary import ClusterView, NodeRow
+from gputop.tui import format as fmt
+from gputop.tui.palette import Palette
+from gputop.tui.widgets.status_header import StatusHeader
+
+if TYPE_CHECKING:
+    from gputop.tui.app import GputopApp
+
+GPU_COLUMNS = (
+    ("gpu", "GPU"),
+    ("model", "Model"),
+    ("util", "Util"),
+    ("mem", "Memory"),
+    ("temp", "Temp"),
+    ("power", "Power/limit"),
+    ("clock", "SM clock"),
+    ("ecc", "ECC"),
+    ("mig", "MIG"),
+    ("job", "Job"),
+    ("procs", "Processes"),
+)
+
+
+def _styled(text: str, severity: Severity | None, palette: Palette) -> Text | str:
+    return text if severity is None else Text(text, style=palette.severity[severity])
+
+
+def gpu_cells(
+    gpu: GpuSample, node: str, slurm: SlurmState | None, t: Thresholds, palette: Palette
+) -> dict[str, Text | str]:
+    temp_sev = None
+    if gpu.temp_c is not None:
+        if gpu.temp_c >= t.temp_crit_c:
+            temp_sev = Severity.CRIT
+        elif gpu.temp_c >= t.temp_warn_c:
+            temp_sev = Severity.WARN
+    mem_pct = gpu.mem_pct
+    mem_sev = Severity.WARN if mem_pct is not None and mem_pct >= t.mem_warn_pct else None
+    mem_text = fmt.mem_pair(gpu.mem_used_mib, gpu.mem_total_mib)
+    if mem_pct is not None:
+        mem_text += f" {mem_pct:.0f}%"
+    ecc = "n/a" if gpu.ecc_uncorrected is None else str(gpu.ecc_uncorrected)
+    job = slurm.job_on_gpu(node, gpu.index) if slurm else None
+    procs = ", ".join(
+        f"{p.name}:{p.pid}" + (f" {fmt.gib(p.used_mib)}G" if p.used_mib is not None else "")
+        for p in gpu.processes
+    )
+    clock = fmt.mhz(gpu.sm_clock_mhz)
+    if gpu.throttle_reasons:
+        clock += " (throttled)"
+    return {
+        "gpu": str(gpu.index),
+        "model": gpu.name.removeprefix("NVIDIA "),
+        "util": fmt.pct(gpu.util_pct),
+        "mem": _styled(mem_text, mem_sev, palette),
+        "temp": _styled(fmt.temp(gpu.temp_c), temp_sev, palette),
+        "power": fmt.power_pair(gpu.power_w, gpu.power_limit_w),
+        "clock": _styled(clock, Severity.WARN if gpu.throttle_reasons else None, palette),
+        "ecc": _styled(ecc, Severity.CRIT if gpu.ecc_uncorrected else None, palette),
+        "mig": {True: "on", False: "off", None: "n/a"}[gpu.mig_enabled],
+        "job": f"{job.job_id} {job.user}" if job else "-",
+        "procs": procs or "-",
+    }
+
+
+class NodeScreen(Screen[None]):
+    BINDINGS = [
+        Binding("escape", "back", "Back"),
+        Binding("left_square_bracket", "step(-1)", "Previous node"),
+        Binding("right_square_bracket", "step(1)", "Next node"),
+    ]
+
+    DEFAULT_CSS = """
+    NodeScreen { layout: vertical; }
+    #node-title { height: 1; padding: 0 1; background: $surface; text-style: bold; }
+    #gpus { height: auto; max-height: 60%; }
+    #details { height: 1fr; padding: 0 1; }
+    """
+
+    def __init__(self, node_name: str) -> None:
+        super().__init__()
+        self.node_name = node_name
+        self._rows_shown: list[int] = []
+
+    @property
+    def gputop(self) -> GputopApp:
+        return self.app  # type: ignore[return-value]
+
+    def compose(self) -> ComposeResult:
+        app = self.gputop
+        yield StatusHeader(
+            now=app.clock.now,
+            is_demo=app.settings.is_demo,
+            read_only=app.read_only,
+            age_warn_s=app.settings.config.ui.refresh_age_warn_s,
+        )
+        yield Static(self.node_name, id="node-title")
+        table: DataTable[Text | str] = DataTable(id="gpus", cursor_type="row", zebra_stripes=True)
+        for key, label in GPU_COLUMNS:
+            table.add_column(label, key=key)
+        yield table
+        with VerticalScroll(id="details"):
+            yield Static("", id="details-text")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#gpus", DataTable).focus()
+
+    def on_screen_resume(self) -> None:
+        view = self.gputop.view
+        if view is not None:
+            self.apply_view(view, None)
+
+    def action_back(self) -> None:
+        self.app.pop_screen()
+
+    def action_step(self, step: int) -> None:
+        view = self.gputop.view
+        if view is None:
+            return
+        names = [n.name for n in view.snapshot.nodes]
+        if self.node_name in names:
+            self.node_name = names[(names.index(self.node_name) + step) % len(names)]
+            self._rows_shown = []
+            self.query_one("#gpus", DataTable).clear()
+            self.apply_view(view, None)
+
+    def apply_view(self, view: ClusterView, delta: SnapshotDelta | None) -> None:
+        self.query_one(StatusHeader).apply_view(view)
+        if delta is not None and self.node_name not in delta.changed and self._rows_shown:
+            return
+        node = view.snapshot.node(self.node_name)
+        row = view.rows.get(self.node_name)
+        if node is None or row is None:
+            self.query_one("#node-title", Static).update(f"{self.node_name}: no longer in the cluster")
+            return
+        palette = self.gputop.palette
+        self._update_title(node, row, palette)
+        self._update_gpus(node, view.snapshot.slurm, palette)
+        self.query_one("#details-text", Static).update(self._details(node, row, view, palette))
+
+    def _update_title(self, node: NodeSample, row: NodeRow, palette: Palette) -> None:
+        title = Text(no_wrap=True, overflow="ellipsis")
+        title.append(node.name, style="bold")
+        title.append(f"  {node.reachability.value}", palette.severity[row.severity])
+        title.append(f"  GPUs {row.gpu_count}", palette.text)
+        if row.expected_gpu_count is not None:
+            title.append(f"/{row.expected_gpu_count}")
+        title.append(f"  util {fmt.pct(row.util_mean_pct)}  max temp {fmt.temp(row.temp_max_c)}")
+        title.append(f"  memory {fmt.mem_pair(row.mem_used_mib, row.mem_total_mib)}")
+        title.append(f"  power {fmt.power(row.power_w)}")
+        if row.slurm_state:
+            title.append(f"  slurm {row.slurm_state}")
+        title.append("   [ ] previous/next node", palette.dim)
+        self.query_one("#node-title", Static).update(title)
+
+    def _update_gpus(self, node: NodeSample, slurm: SlurmState | None, palette: Palette) -> None:
+        table: DataTable[Text | str] = self.query_one("#gpus", DataTable)
+        thresholds = self.gputop.settings.config.thresholds
+        indices = [g.index for g in node.gpus]
+        if indices != self._rows_shown:
+            table.clear()
+            for gpu in node.gpus:
+                cells = gpu_cells(gpu, node.name, slurm, thresholds, palette)
+                table.add_row(*(cells[key] for key, _ in GPU_COLUMNS), key=str(gpu.index))
+            self._rows_shown = indices
+            return
+        # keyed update: only cells whose text changed are touched
+        for gpu in node.gpus:
+            cells = gpu_cells(gpu, node.name, slurm, thresholds, palette)
+            for key, _label in GPU_COLUMNS:
+                value = cells[key]
+                if table.get_cell(str(gpu.index), key) != value:
+                    table.update_cell(str(gpu.index), key, value)
+
+    def _details(self, node: NodeSample, row: NodeRow, view: ClusterView, palette: Palette) -> Text:
+        text = Text()
+        now_s = view.snapshot.taken_at_s
+        text.append("Problems\n", style="bold")
+        if not row.problems:
+            text.append("  none\n", palette.severity[Severity.OK])
+        for problem in row.problems:
+            text.append(f"  {problem.severity.value.upper():4} ", palette.severity[problem.severity])
+            text.append(problem.message + "\n")
+        if node.error or node.sampled_at_s is not None:
+            text.append("\nCollection\n", style="bold")
+            if node.sampled_at_s is not None:
+                text.append(f"  last data {format_age(now_s - node.sampled_at_s)} ago\n")
+            if node.error:
+                text.append(f"  {node.error}\n", palette.severity[Severity.WARN])
+        slurm = view.snapshot.slurm
+        slurm_node = slurm.nodes.get(node.name) if slurm else None
+        if slurm_node is not None:
+            text.append("\nSlurm\n", style="bold")
+            text.append(f"  state {slurm_node.label}   partitions {','.join(slurm_node.partitions) or '-'}\n")
+            if slurm_node.reason:
+                who = f" by {slurm_node.reason_user}" if slurm_node.reason_user else ""
+                when = ""
+                if slurm_node.reason_time_s is not None:
+                    when = " at " + datetime.fromtimestamp(slurm_node.reason_time_s, UTC).strftime(
+                        "%Y-%m-%d %H:%M UTC"
+                    )
+                text.append(f"  reason: {slurm_node.reason}{who}{when}\n")
+            jobs = [j for j in slurm.jobs if node.name in j.gpus_by_node] if slurm else []
+            for job in jobs:
+                held = ",".join(str(i) for i in job.gpus_by_node[node.name])
+                elapsed = format_age(now_s - job.start_time_s) if job.start_time_s else "-"
+                who = f"{job.user}, {job.partition}"
+                text.append(f"  job {job.job_id} {job.name} ({who}) GPUs {held}, running {elapsed}\n")
+        if node.ib_ports:
+            text.append("\nInfiniBand\n", style="bold")
+            for port in node.ib_ports:
+                rate = f"{port.rate_gbps:g} Gb/s" if port.rate_gbps else "-"
+                style = palette.text if port.is_up else palette.severity[Severity.CRIT]
+                text.append(f"  {port.label:<16} {port.state:<8} {port.physical_state:<10} {rate}\n", style)
+        if node.xid_events:
+            text.append("\nXid events\n", style="bold")
+            for event in node.xid_events:
+                stamp = datetime.fromtimestamp(event.time_s, UTC).strftime("%Y-%m-%d %H:%M:%S")
+                text.append(f"  {stamp} Xid {event.code} {event.pci_bus_id or ''}: {event.message}\n")
+        return text

@@ -1,0 +1,237 @@
+"""Model, health rules, rows, summary and the filter language, on hand-built samples."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from gputop.core.config import Thresholds
+from gputop.core.filter import FilterError, parse_filter
+from gputop.core.health import assess_node, format_age
+from gputop.core.metrics import HeatScale, Metric, heat_scales
+from gputop.core.models import (
+    ClusterSnapshot,
+    GpuSample,
+    IbPort,
+    NodeSample,
+    Reachability,
+    Severity,
+    SlurmBaseState,
+    SlurmNode,
+    SlurmState,
+    XidEvent,
+    diff_snapshots,
+)
+from gputop.core.summary import build_view
+
+NOW = 1_800_000_000.0
+T = Thresholds()
+
+
+def gpu(
+    index: int, util: float | None = 50.0, temp: float = 60.0, mem_used: float = 1000.0, **kw: object
+) -> GpuSample:
+    fields: dict[str, object] = dict(
+        index=index,
+        uuid=f"GPU-{index}",
+        name="NVIDIA H100 80GB HBM3",
+        pci_bus_id=None,
+        util_pct=util,
+        mem_util_pct=None,
+        mem_used_mib=mem_used,
+        mem_total_mib=81559.0,
+        temp_c=temp,
+        power_w=300.0,
+        power_limit_w=700.0,
+        sm_clock_mhz=1980.0,
+        sm_clock_max_mhz=1980.0,
+        ecc_uncorrected=0,
+        mig_enabled=False,
+    )
+    fields.update(kw)
+    return GpuSample(**fields)  # type: ignore[arg-type]
+
+
+def node(name: str, gpus: tuple[GpuSample, ...] | None = None, **kw: object) -> NodeSample:
+    fields: dict[str, object] = dict(
+        name=name,
+        reachability=Reachability.OK,
+        sampled_at_s=NOW,
+        gpus=gpus if gpus is not None else tuple(gpu(i) for i in range(8)),
+        expected_gpu_count=8,
+    )
+    fields.update(kw)
+    return NodeSample(**fields)  # type: ignore[arg-type]
+
+
+def kinds(sample: NodeSample, slurm: SlurmNode | None = None) -> list[tuple[Severity, str]]:
+    return [(p.severity, p.kind) for p in assess_node(sample, slurm, T, NOW)]
+
+
+def test_healthy_node_has_no_problem() -> None:
+    assert kinds(node("gpu001")) == []
+
+
+def test_temperature_warn_and_crit_follow_thresholds() -> None:
+    hot = node("gpu001", tuple(gpu(i, temp=86.0 if i == 3 else 60.0) for i in range(8)))
+    assert kinds(hot) == [(Severity.WARN, "temp")]
+    hotter = node("gpu001", tuple(gpu(i, temp=91.0 if i == 3 else 60.0) for i in range(8)))
+    problems = assess_node(hotter, None, T, NOW)
+    assert problems[0].severity is Severity.CRIT and problems[0].message == "GPU3 91 C"
+    cooler_rules = dataclasses.replace(T, temp_warn_c=95.0, temp_crit_c=99.0)
+    assert assess_node(hotter, None, cooler_rules, NOW) == ()
+
+
+def test_missing_gpu_ecc_xid_ib_and_memory() -> None:
+    gpus = tuple(
+        gpu(i, ecc_uncorrected=2 if i == 1 else 0, mem_used=80_000.0 if i == 2 else 1000.0)
+        for i in range(8)
+        if i != 5
+    )
+    sample = node(
+        "gpu002",
+        gpus,
+        xid_events=(XidEvent(NOW - 60, 79, "0000:18:00.0", 1, "GPU has fallen off the bus"),),
+        ib_ports=(IbPort("mlx5_3", 1, "Down", "Disabled", None),),
+    )
+    problems = assess_node(sample, None, T, NOW)
+    found = {(p.kind, p.gpu_index) for p in problems}
+    assert ("missing", 5) in found
+    assert ("ecc", 1) in found
+    assert ("xid", 1) in found
+    assert ("ib", None) in found
+    assert ("mem", 2) in found
+    # worst first
+    assert [p.severity for p in problems] == sorted((p.severity for p in problems), key=lambda s: -s.rank)
+    assert any(p.message == "GPU5 missing" for p in problems)
+
+
+def test_application_xid_is_a_warning_hardware_xid_is_critical() -> None:
+    app_fault = node("n1", xid_events=(XidEvent(NOW, 13, None, 0, "Graphics Exception"),))
+    assert kinds(app_fault) == [(Severity.WARN, "xid")]
+    hw_fault = node("n1", xid_events=(XidEvent(NOW, 48, None, 0, "DBE"),))
+    assert kinds(hw_fault) == [(Severity.CRIT, "xid")]
+
+
+def test_slurm_drained_and_not_responding() -> None:
+    drained = SlurmNode("n1", SlurmBaseState.IDLE, frozenset({"DRAIN"}), reason="Xid 48 on GPU2")
+    assert drained.label == "drained"
+    problems = assess_node(node("n1"), drained, T, NOW)
+    assert problems[0].message == "drained: Xid 48 on GPU2"
+    draining = SlurmNode("n1", SlurmBaseState.MIXED, frozenset({"DRAIN"}))
+    assert draining.label == "draining"
+    silent = SlurmNode("n1", SlurmBaseState.ALLOCATED, frozenset({"NOT_RESPONDING"}))
+    assert silent.label == "allocated*"
+    assert kinds(node("n1"), silent) == [(Severity.CRIT, "slurm")]
+
+
+def test_stale_and_down_nodes() -> None:
+    stale = node("n1", reachability=Reachability.STALE, sampled_at_s=NOW - 20, error="no data for 20s")
+    assert kinds(stale) == [(Severity.WARN, "stale")]
+    down = node("n1", reachability=Reachability.DOWN, sampled_at_s=None, error="connection refused")
+    problems = assess_node(down, None, T, NOW)
+    assert problems[0].severity is Severity.CRIT
+    assert "connection refused" in problems[0].message
+
+
+def test_rows_summary_and_reuse() -> None:
+    nodes = (
+        node("gpu001"),
+        node("gpu002", tuple(gpu(i, util=None, mig_enabled=True) for i in range(8))),
+        node("gpu003", reachability=Reachability.DOWN, sampled_at_s=None, gpus=()),
+    )
+    snapshot = ClusterSnapshot.build("c", NOW, nodes)
+    view = build_view(snapshot, T)
+    row = view.rows["gpu001"]
+    assert row.util_mean_pct == 50.0 and row.gpu_count == 8 and row.power_w == 2400.0
+    assert view.rows["gpu002"].util_mean_pct is None  # MIG: not reported, not 0
+    s = view.summary
+    assert (s.nodes_ok, s.nodes_stale, s.nodes_down) == (2, 0, 1)
+    assert s.util_mean_pct == 50.0  # the MIG node does not drag the mean to 0
+    assert s.gpu_count == 16
+    assert s.alerts_crit >= 1
+    # an unchanged OK node keeps its row object; a new sample gets a new row
+    nodes2 = (nodes[0], node("gpu002"), nodes[2])
+    view2 = build_view(ClusterSnapshot.build("c", NOW + 1, nodes2), T, view)
+    assert view2.rows["gpu001"] is row
+    assert view2.rows["gpu002"] is not view.rows["gpu002"]
+    delta = diff_snapshots(snapshot, view2.snapshot)
+    assert delta.changed == {"gpu002"}
+
+
+def test_heat_scale_top_step_is_the_threshold() -> None:
+    scales = heat_scales(temp_warn_c=85, mem_warn_pct=95, power_warn_pct=100)
+    temp = scales[Metric.TEMP]
+    assert temp.step(84.9) < 9
+    assert temp.step(85) == 9
+    assert temp.step(20) == 0
+    assert HeatScale(0, 100).step(50) == 4
+    assert scales[Metric.MEM].step(96) == 9
+    assert Metric.UTIL.next() is Metric.MEM and Metric.POWER.next() is Metric.UTIL
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("temp>85", {"hot"}),
+        ("temp>=60 !hot", {"idle", "mig", "drained"}),
+        ("util<5", {"idle"}),
+        ("state=down", {"down"}),
+        ("slurm=drain", {"drained"}),
+        ("sev=crit", {"hot", "down"}),
+        ("gpus<8", {"down"}),
+        ("HOT", {"hot"}),
+        ("", {"hot", "idle", "mig", "down", "drained"}),
+    ],
+)
+def test_filter_language(text: str, expected: set[str]) -> None:
+    nodes = (
+        node("hot", tuple(gpu(i, temp=92.0 if i == 0 else 60.0) for i in range(8))),
+        node("idle", tuple(gpu(i, util=0.0) for i in range(8))),
+        node("mig", tuple(gpu(i, util=None, mig_enabled=True) for i in range(8))),
+        node("down", reachability=Reachability.DOWN, sampled_at_s=None, gpus=()),
+        node("drained"),
+    )
+    slurm = SlurmState(
+        nodes={"drained": SlurmNode("drained", SlurmBaseState.IDLE, frozenset({"DRAIN"}), reason="bad")},
+        jobs=(),
+        sampled_at_s=NOW,
+    )
+    view = build_view(ClusterSnapshot.build("c", NOW, nodes, slurm), T)
+    node_filter = parse_filter(text)
+    assert {r.name for r in view.rows.values() if node_filter(r)} == expected
+
+
+def test_filter_nodeset_term() -> None:
+    nodes = tuple(node(f"gpu{i:03d}") for i in range(1, 21))
+    view = build_view(ClusterSnapshot.build("c", NOW, nodes), T)
+    node_filter = parse_filter("gpu[001-003,010]")
+    assert sorted(r.name for r in view.rows.values() if node_filter(r)) == [
+        "gpu001",
+        "gpu002",
+        "gpu003",
+        "gpu010",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("temp>hot", "compares with a number"),
+        ("colour=red", "unknown field"),
+        ("state>1", "takes = or !="),
+        ("gpu[001-", "not a node set"),
+    ],
+)
+def test_filter_errors_name_the_term(text: str, message: str) -> None:
+    with pytest.raises(FilterError, match=message):
+        parse_filter(text)
+
+
+def test_format_age() -> None:
+    assert format_age(5) == "5s"
+    assert format_age(600) == "10m"
+    assert format_age(3 * 3600) == "3h"
+    assert format_age(3 * 86400) == "3d"
+    assert format_age(-4) == "0s"
