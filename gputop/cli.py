@@ -63,11 +63,6 @@ def _load_config(args: argparse.Namespace) -> Config | None:
     return load_config(path)
 
 
-def _xdg_config_path() -> str:
-    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join("~", ".config")
-    return os.path.join(base, "gputop", "config.yaml")
-
-
 def _demo_config(config: Config, args: argparse.Namespace) -> Config:
     import dataclasses
 
@@ -101,7 +96,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if not args.demo:
         if config is None:
-            print(NO_CONFIG_HELP.format(path=_xdg_config_path()), file=sys.stderr)
+            from gputop.config_file import default_config_path
+
+            print(NO_CONFIG_HELP.format(path=default_config_path(os.environ)), file=sys.stderr)
             return 2
         if not config.clusters:
             print(

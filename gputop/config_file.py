@@ -22,12 +22,17 @@ def find_config_path(cli_path: str | None, environ: Mapping[str, str]) -> Path |
     # An empty variable counts as unset, as shells make it easy to export one by accident.
     if environ.get(ENV_VAR):
         return _named(environ[ENV_VAR], f"${ENV_VAR}", environ)
+    path = default_config_path(environ)
+    # exists(), not is_file(): a directory or unreadable file there is reported by load_config.
+    return path if path.exists() else None
+
+
+def default_config_path(environ: Mapping[str, str]) -> Path:
+    """Where gputop looks when no file is named: $XDG_CONFIG_HOME/gputop/config.yaml."""
     xdg = environ.get("XDG_CONFIG_HOME", "")
     # The XDG spec says relative values are invalid and must be ignored.
     base = Path(xdg) if xdg and Path(xdg).is_absolute() else _expand_user("~/.config", environ)
-    path = base / "gputop" / "config.yaml"
-    # exists(), not is_file(): a directory or unreadable file there is reported by load_config.
-    return path if path.exists() else None
+    return base / "gputop" / "config.yaml"
 
 
 def load_config(path: Path) -> Config:

@@ -72,7 +72,11 @@ class Poller:
 
     async def run(self) -> None:
         for source in self.sources:
-            await source.start()
+            try:
+                await source.start()
+            except Exception as err:  # one source that cannot start must not keep the others dark
+                log.exception("source %s failed to start", source.name)
+                self._source_errors[source.name] = f"{source.name}: could not start: {err}"
         try:
             while not self._stopping:
                 started = time.monotonic()

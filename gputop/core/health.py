@@ -113,8 +113,11 @@ def assess_node(
         if slurm.drained or slurm.draining:
             reason = f": {slurm.reason}" if slurm.reason else ""
             add(Severity.WARN, None, "slurm", f"{slurm.label}{reason}")
-        elif "NOT_RESPONDING" in slurm.flags or slurm.base_state.value == "down":
-            add(Severity.CRIT, None, "slurm", f"slurm {slurm.label}")
+        elif "NOT_RESPONDING" in slurm.flags:
+            add(Severity.CRIT, None, "slurm", f"Slurm: not responding ({slurm.label})")
+        elif slurm.base_state.value == "down":
+            reason = f": {slurm.reason}" if slurm.reason else ""
+            add(Severity.CRIT, None, "slurm", f"Slurm: down{reason}")
 
     found.sort(key=lambda p: p.sort_key)
     return tuple(found)

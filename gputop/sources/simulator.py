@@ -58,7 +58,7 @@ INCIDENT_KINDS: Final = (
 
 DRAIN_REASON: Final = "Xid 48 DBE on GPU2, RMA requested (OPS-4411)"
 
-# Busy HGX boards enumerate their eight GPUs on these PCI buses.
+# HGX boards enumerate their eight GPUs on these PCI buses.
 _HGX_BUSES: Final = (0x18, 0x2A, 0x3A, 0x5D, 0x9A, 0xAB, 0xBA, 0xDB)
 
 _PARTITIONS: Final = ("train", "infer", "debug")
@@ -130,7 +130,7 @@ _UTIL_LAG: Final = 0.55  # share of the gap to the target utilization closed per
 _NOISE_KEEP: Final = 0.7  # AR(1) noise: values wander instead of jumping
 _TEMP_LAG: Final = 0.05  # first-order thermal lag, time constant ~20 s
 _THROTTLE_C: Final = 85.0  # thermal slowdown starts here
-_HW_SLOWDOWN_C: Final = 90
+_HW_SLOWDOWN_C: Final = 92  # hardware slowdown on top, as the GPU nears its limit
 _THROTTLE_PER_C: Final = 0.05  # power shed per degree over the slowdown temperature
 _RISE_AT_LIMIT_C: Final = 50.0  # a GPU at its power limit runs this much above its inlet air
 _HOT_GPU_RESISTANCE: Final = 1.85  # the hot GPU's cooling is this much worse (clogged heatsink, failing fan)
@@ -144,6 +144,8 @@ _MIG_INSTANCE_USE: Final = (0.82, 0.64, 0.0, 0.91, 0.35, 0.0, 0.77)  # share of 
 _THERMAL_SW: Final = ("sw_thermal_slowdown",)
 _THERMAL_HW: Final = ("sw_thermal_slowdown", "hw_thermal_slowdown")
 _POWER_CAPPED: Final = ("sw_power_cap",)
+
+_ROUNDER: Final = 6755399441055744.0  # 1.5 * 2**52: x + it - it rounds x to a whole number
 
 _new_gpu_sample = cast(Callable[[type[GpuSample], tuple[object, ...]], GpuSample], tuple.__new__)
 
@@ -180,13 +182,11 @@ class _Job:
         "dip_level",
         "dip_s",
         "duration_s",
-        "end_s",
         "gpus",
         "has_context",
         "job_id",
         "level",
         "limit_s",
-        "mem_frac",
         "mem_mib",
         "mem_ratio",
         "name",
@@ -222,7 +222,6 @@ class _Job:
         self.gpus: dict[int, tuple[int, ...]] = {}
         self.start_s: float | None = None
         self.duration_s = 0.0
-        self.end_s = math.inf
         self.limit_s = 0.0
         self.pinned = False
         self.warm_until_s = -math.inf
@@ -238,7 +237,6 @@ class _Job:
         self.noise_amp = 0.0
         self.spread = 0.0
         self.power_factor = 1.0
-        self.mem_frac = 0.0
         self.mem_mib = 0
         self.mem_ratio = 0.0
         self.pid_base = 0
@@ -329,14 +327,22 @@ class SimulatedCluster:
 
     async def advance_and_yield(self, now_s: float, chunk_nodes: int = 100) -> None:
         """`advance_to`, handing the event loop back every ``chunk_nodes`` nodes so a large step never
-        blocks it for long. The data equals what `advance_to` gives; call `result` once this returns."""
+        blocks it for long. The data equals what `advance_to` gives; call `result` once this returns, and
+        run one advance at a time."""
         chunk = max(1, chunk_nodes)
         for t in self._steps_until(now_s):
             self._begin_step(t)
-            for lo in range(0, self._n, chunk):
-                self._evolve_nodes(lo, min(self._n, lo + chunk))
-                await asyncio.sleep(0)
-            self._step_index += 1
+            done = 0
+            try:
+                while done < self._n:
+                    hi = min(self._n, done + chunk)
+                    self._evolve_nodes(done, hi)
+                    done = hi
+                    await asyncio.sleep(0)
+            finally:
+                # Cancelled half way (a poller deadline), the step still completes: no half-evolved state.
+                self._evolve_nodes(done, self._n)
+                self._step_index += 1
 
     def result(self) -> SourceResult:
         """Every node and Slurm as of the last step. Asked again without a step in between, the same
@@ -535,6 +541,7 @@ class SimulatedCluster:
         job.limit_s = next((lim for lim in _TIME_LIMITS_S if lim >= limit_floor), _TIME_LIMITS_S[-1])
         job.warm_until_s = -math.inf
         job.pid_base = rng.randrange(12000, 3_900_000)
+        mem_frac: float
         if profile == _P_TRAIN:
             job.base_level = rng.uniform(90.0, 97.0)
             job.dip_level = job.base_level - rng.uniform(12.0, 25.0)  # all-reduce stalls, eval, checkpoints
@@ -543,13 +550,13 @@ class SimulatedCluster:
             job.phase_s = rng.uniform(0.0, job.period_s)
             job.noise_amp, job.spread = 3.5, 1.5
             job.power_factor = rng.uniform(0.86, 1.0)
-            job.mem_frac = rng.uniform(0.72, 0.94)
+            mem_frac = rng.uniform(0.72, 0.94)
             job.mem_ratio = rng.uniform(0.35, 0.55)
         elif profile == _P_INFER:
             job.base_level = rng.uniform(20.0, 70.0)
             job.noise_amp, job.spread = 8.0, 5.0
             job.power_factor = rng.uniform(0.72, 0.86)
-            job.mem_frac = 0.9 if rng.random() < 0.5 else rng.uniform(0.35, 0.6)  # vLLM reserves 90%
+            mem_frac = 0.9 if rng.random() < 0.5 else rng.uniform(0.35, 0.6)  # vLLM reserves 90%
             job.mem_ratio = rng.uniform(0.55, 0.85)  # decoding is memory bound
         elif profile == _P_LOADER:
             job.base_level = rng.uniform(35.0, 45.0)
@@ -558,12 +565,13 @@ class SimulatedCluster:
             job.phase_s = rng.uniform(0.0, job.period_s)
             job.noise_amp, job.spread = 6.0, 3.0
             job.power_factor = rng.uniform(0.62, 0.75)
-            job.mem_frac = rng.uniform(0.1, 0.35)
+            mem_frac = rng.uniform(0.1, 0.35)
             job.mem_ratio = rng.uniform(0.2, 0.35)
         else:
-            job.mem_frac = min(0.9, _IDLE_JOB_MEM_MIB / self.model.mem_total_mib)
+            # Whatever the model, a notebook that loaded a model and stopped holds about the same.
+            mem_frac = min(0.9, _IDLE_JOB_MEM_MIB / self.model.mem_total_mib)
         job.level = job.base_level
-        job.mem_mib = int(self.model.mem_total_mib * job.mem_frac)
+        job.mem_mib = int(self.model.mem_total_mib * mem_frac)
         return job
 
     def _assign_id(self, job: _Job) -> None:
@@ -657,7 +665,6 @@ class SimulatedCluster:
 
     def _run(self, job: _Job, start_s: float, end_s: float) -> None:
         job.start_s = start_s
-        job.end_s = end_s
         job.reason = None
         job.slurm = None
         self._running[job.job_id] = job
@@ -672,7 +679,7 @@ class SimulatedCluster:
         at = self._incident_at
         g_per = self.gpus_per_node
         t0 = self.start_time_s
-        pinned: list[tuple[int, _Job, float, int]] = []
+        pinned: list[tuple[int, _Job, float, tuple[int, ...] | None]] = []  # None: the whole node
         for kind, started_ago_s, user in (("hot_gpu", 19800.0, "chen"), ("unresponsive", 33120.0, "alice")):
             node = at.get(kind)
             if node is not None:
@@ -680,28 +687,25 @@ class SimulatedCluster:
                 if kind == "hot_gpu":
                     # Flat out, so the badly cooled GPU sits in thermal slowdown at 88-92 C whatever the seed.
                     job.base_level, job.dip_level, job.power_factor = 96.0, 88.0, 0.97
-                pinned.append((node, job, started_ago_s, g_per))
+                pinned.append((node, job, started_ago_s, None))
         node = at.get("idle_job")
         if node is not None:
             job = self._make_job(_TRAIN, 1, g_per, _PINNED_LIMIT_S, rng, user=_IDLE_JOB_USER, profile=_P_IDLE)
             job.name = "jupyter"
-            pinned.append((node, job, 3 * 3600.0, g_per))
+            pinned.append((node, job, 3 * 3600.0, None))
         node = at.get("mig")
         if node is not None:
             job = self._make_job(_INFER, 1, 1, _PINNED_LIMIT_S, rng, user=_MIG_JOB_USER, profile=_P_INFER)
             job.name = "mig-embed-serve"
-            pinned.append((node, job, 26 * 3600.0, 1))
+            pinned.append((node, job, 26 * 3600.0, (self._incident_gpu("mig"),)))
         self._pinned_jobs: list[_Job] = []
-        for node, job, started_ago_s, count in pinned:
+        for node, job, started_ago_s, idxs in pinned:
             job.pinned = True
             job.limit_s = _PINNED_LIMIT_S
-            if job.profile == _P_IDLE:
-                # nvidia-smi shows what the process holds, whatever the model
-                job.mem_mib = _IDLE_JOB_MEM_MIB
-            if job.name == "mig-embed-serve":
-                self._take_specific(job, node, (self._incident_gpu("mig"),), rng)
+            if idxs is None:
+                self._allocate(job, node, g_per, rng, ramp=False)
             else:
-                self._allocate(job, node, count, rng, ramp=False)
+                self._take_specific(job, node, idxs, rng)
             job.start_s = t0 - started_ago_s
             self._pinned_jobs.append(job)
 
@@ -936,13 +940,15 @@ class SimulatedCluster:
         rth = self._rth
         plim = self.model.power_limit_w
         rnd = self._noise_rng.random
+        keep, lag, temp_lag = _NOISE_KEEP, _UTIL_LAG, _TEMP_LAG
+        throttle_c, shed = _THROTTLE_C, _THROTTLE_PER_C
         for g in range(lo_g, hi_g):
             job = gjob[g]
             r = rnd() - 0.5
-            n = noise[g] * _NOISE_KEEP + r * job.noise_amp
+            n = noise[g] * keep + r * job.noise_amp
             noise[g] = n
             u = util[g]
-            u += (job.level + goff[g] + n - u) * _UTIL_LAG
+            u += (job.level + goff[g] + n - u) * lag
             if u < 0.01:
                 u = 0.0  # also keeps decaying values out of denormal floats
             elif u > 100.0:
@@ -950,12 +956,12 @@ class SimulatedCluster:
             util[g] = u
             t = temp[g]
             p = pbase[g] + u * pcoef[g] + r * pjit[g]
-            if t > _THROTTLE_C:
-                p *= 1.0 - (t - _THROTTLE_C) * _THROTTLE_PER_C
+            if t > throttle_c:
+                p *= 1.0 - (t - throttle_c) * shed
             if p > plim:
                 p = plim
             power[g] = p
-            temp[g] = t + (amb[g] + p * rth[g] - t) * _TEMP_LAG
+            temp[g] = t + (amb[g] + p * rth[g] - t) * temp_lag
 
     def _settle(self, t0: float) -> None:
         """Start in equilibrium: utilization at its level, temperature where its power holds it."""
@@ -1039,8 +1045,9 @@ class SimulatedCluster:
     def _build_gpus(self) -> list[GpuSample]:
         """Every GPU's sample from the current state, in the units and precision nvidia-smi reports.
 
-        The hot path of a tick: rounding is done with float floor division (``(x + 0.5) // 1.0``) rather
-        than int()/round() calls, which cost more than the arithmetic itself.
+        The hot path of a tick. Rounding adds and subtracts 1.5 * 2**52, which leaves a float rounded to
+        the nearest whole number (ties to even) in two additions; round() and int() calls or floor
+        division cost several times more.
         """
         model = self.model
         name = model.name
@@ -1056,6 +1063,7 @@ class SimulatedCluster:
         hw_c = float(_HW_SLOWDOWN_C)
         new = _new_gpu_sample
         cls = GpuSample
+        r = _ROUNDER
         out: list[GpuSample] = []
         append = out.append
         state = zip(
@@ -1072,7 +1080,7 @@ class SimulatedCluster:
             strict=True,
         )
         for job, u, t, p, mem, k, uuid, pci, ecc, procs in state:
-            ti = (t + 0.5) // 1.0
+            ti = t + r - r
             if ti >= throttle_c:
                 clock = hot_clock[min(int(ti - throttle_c), hot_last)]
                 reasons: tuple[str, ...] = _THERMAL_HW if ti >= hw_c else _THERMAL_SW
@@ -1093,12 +1101,12 @@ class SimulatedCluster:
                         uuid,
                         name,
                         pci,
-                        (u + 0.5) // 1.0,
-                        (u * job.mem_ratio + 0.5) // 1.0,
+                        u + r - r,
+                        u * job.mem_ratio + r - r,
                         mem,
                         mem_total,
                         ti,
-                        ((p * 100.0 + 0.5) // 1.0) / 100.0,
+                        (p * 100.0 + r - r) / 100.0,
                         plim,
                         clock,
                         cmax,
@@ -1160,7 +1168,7 @@ class SimulatedCluster:
                 frozenset({"DRAIN"}),
                 DRAIN_REASON,
                 "root",
-                t0 - 2 * 86400.0 - 3127.0,
+                t0 - 2 * 86400.0,
                 part,
             )
         if at.get("unresponsive") == i:

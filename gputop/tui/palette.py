@@ -56,8 +56,9 @@ class Palette:
             color = _color(v, name, "grey")
             return Style(bgcolor=color.rich_color, color=color.get_contrast_text().rich_color)
 
+        # Every style carries a background: Line-API strips are painted as they are.
         def text(name: str, bold: bool = False) -> Style:
-            return Style(color=_color(v, name, "white").rich_color, bold=bold)
+            return Style(color=_color(v, name, "white").rich_color, bgcolor=background.rich_color, bold=bold)
 
         def badge(name: str) -> Style:
             color = _color(v, name, "red")
@@ -76,8 +77,8 @@ class Palette:
             missing=cell("cell-missing"),
             na=cell("cell-na"),
             selection=text("selection", bold=True),
-            text=Style(color=foreground.rich_color),
-            dim=Style(color=foreground.blend(background, 0.45).rich_color),
+            text=Style(color=foreground.rich_color, bgcolor=background.rich_color),
+            dim=Style(color=foreground.blend(background, 0.45).rich_color, bgcolor=background.rich_color),
             header=Style(color=foreground.rich_color, bgcolor=panel.rich_color, bold=True),
             cursor=Style(
                 bgcolor=_color(v, "block-cursor-background", "blue").rich_color,

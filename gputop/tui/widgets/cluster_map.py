@@ -35,6 +35,7 @@ class MapLayout:
     nodes_per_row: int
     rows: int
     compact: bool
+    cell_width: int  # characters per GPU (1 or 2; 1 in compact mode)
 
 
 class ClusterMap(Widget, can_focus=True):
@@ -117,25 +118,31 @@ class ClusterMap(Widget, can_focus=True):
         self.refresh()
 
     # -- geometry ---------------------------------------------------------------------------------------
-    def layout_for(self, width: int, max_rows: int) -> MapLayout:
+    def layout_for(self, width: int, screen_height: int) -> MapLayout:
+        """The roomiest density that fits: two characters per GPU while the map stays within a quarter of
+        the screen, one character within 40%, else half blocks (two GPUs per character)."""
         count = max(1, len(self._names))
         label_width = max((len(n) for n in self._names), default=6) + 1
         usable = max(1, width - label_width)
-        for compact in (False, True):
-            cells = math.ceil(self._gpus_per_node / 2) if compact else self._gpus_per_node
-            group = cells + 1
+        modes = (
+            (2, False, screen_height * 0.25),
+            (1, False, screen_height * 0.4),
+            (1, True, float("inf")),
+        )
+        for cell_width, compact, max_rows in modes:
+            gpu_columns = math.ceil(self._gpus_per_node / 2) if compact else self._gpus_per_node
+            group = gpu_columns * cell_width + 1
             per_row = max(1, usable // group)
             rows = math.ceil(count / per_row)
-            if rows <= max_rows or compact:
-                return MapLayout(label_width, group, per_row, rows, compact)
-        raise AssertionError("unreachable")
+            if rows <= max(2, max_rows - 1):
+                return MapLayout(label_width, group, per_row, rows, compact, cell_width)
+        raise AssertionError("the last mode always fits")
 
     def _current_layout(self) -> MapLayout:
         width = self.size.width or 80
         if self._layout is None or self._layout_width != width:
             screen_height = self.screen.size.height if self.is_mounted else 50
-            # one-character cells while the map needs at most 40% of the screen
-            self._layout = self.layout_for(width, max(2, int(screen_height * 0.4) - 1))
+            self._layout = self.layout_for(width, screen_height)
             self._layout_width = width
         return self._layout
 
@@ -143,7 +150,7 @@ class ClusterMap(Widget, can_focus=True):
 
     def get_content_height(self, container: object, viewport: object, width: int) -> int:
         screen_height = self.screen.size.height if self.is_mounted else 50
-        layout = self.layout_for(width, max(2, int(screen_height * 0.4) - 1))
+        layout = self.layout_for(width, screen_height)
         return layout.rows + 1  # + legend
 
     def node_at(self, x: int, y: int) -> str | None:
@@ -200,7 +207,7 @@ class ClusterMap(Widget, can_focus=True):
             if layout.compact:
                 segments.extend(self._compact_cells(node, cells, palette, dimmed))
             else:
-                segments.extend(self._wide_cells(node, cells, palette, dimmed, crit))
+                segments.extend(self._wide_cells(node, layout.cell_width, palette, dimmed, crit))
         if after_selected:
             segments.append(Segment("\u258c", palette.selection))
         strip = Strip(segments)
@@ -227,13 +234,13 @@ class ClusterMap(Widget, can_focus=True):
         return slots
 
     def _wide_cells(
-        self, node: NodeSample, cells: int, palette: Palette, dimmed: bool, crit: bool
+        self, node: NodeSample, cell_width: int, palette: Palette, dimmed: bool, crit: bool
     ) -> list[Segment]:
         out: list[Segment] = []
         expected = node.expected_gpu_count or len(node.gpus)
         for index, gpu in enumerate(self._gpu_slots(node)):
             if gpu is None and index >= expected:
-                out.append(Segment(" ", palette.empty))
+                out.append(Segment(" " * cell_width, palette.empty))
                 continue
             style, glyph = self._cell_style(node, gpu, palette)
             if glyph == " " and crit and gpu is not None and self._gpu_has_crit(node.name, gpu.index):
@@ -241,8 +248,10 @@ class ClusterMap(Widget, can_focus=True):
             if dimmed:
                 style = style + Style(dim=True)
                 glyph = glyph if glyph != " " else "\u2591"
-            out.append(Segment(glyph, style))
-        return out[:cells]
+            # state glyphs fill the cell; "!" marks the left of a heat-coloured cell
+            text = glyph.ljust(cell_width) if glyph in " !" else glyph * cell_width
+            out.append(Segment(text, style))
+        return out
 
     def _gpu_has_crit(self, node: str, gpu_index: int) -> bool:
         row = self._view.rows.get(node) if self._view else None

@@ -123,6 +123,9 @@ COLUMNS: tuple[Column, ...] = (
     ),
 )
 COLUMN_BY_KEY = {c.key: c for c in COLUMNS}
+# On a narrow terminal these go first, so the problem column keeps room to say what is wrong.
+DROP_ORDER = ("util_max", "power", "gpus", "state", "slurm", "mem")
+PROBLEM_MIN_WIDTH = 24
 # Columns whose natural order is "worst first" when first chosen.
 DESCENDING_FIRST = {"util", "util_max", "temp", "mem", "power"}
 
@@ -143,7 +146,7 @@ class NodeTable(ScrollView, can_focus=True):
     ]
 
     DEFAULT_CSS = """
-    NodeTable { height: 1fr; }
+    NodeTable { height: 1fr; overflow-x: hidden; }
     """
 
     class NodeSelected(Message):
@@ -197,7 +200,7 @@ class NodeTable(ScrollView, can_focus=True):
         self._row_index = {name: i for i, name in enumerate(self.order)}
         if self.cursor_name not in self._row_index:
             self.cursor_name = self.order[0] if self.order else None
-        self.virtual_size = Size(self.size.width, len(self.order) + 1)
+        self.virtual_size = Size(0, len(self.order) + 1)  # width 0: never a horizontal scrollbar
         self._lines.clear()
         self.refresh()
 
@@ -212,12 +215,23 @@ class NodeTable(ScrollView, can_focus=True):
         return frozenset(self.order)
 
     # -- rendering --------------------------------------------------------------------------------------
-    def _widths(self, total: int) -> list[int]:
+    def _layout(self, total: int) -> list[tuple[Column, int]]:
+        """The columns that fit in `total` characters, with their widths; the last takes what is left."""
         name_width = max([len(n) for n in self.order] + [COLUMNS[0].width - 2]) + 2
-        widths = [name_width if c.key == "name" else c.width for c in COLUMNS]
-        fixed = sum(widths) + len(widths)
-        widths[-1] = max(10, total - fixed)
-        return widths
+        columns = list(COLUMNS)
+        dropped = iter(DROP_ORDER)
+
+        def fixed_width() -> int:
+            return sum(name_width if c.key == "name" else c.width for c in columns[:-1]) + len(columns)
+
+        while total - fixed_width() < PROBLEM_MIN_WIDTH:
+            key = next(dropped, None)
+            if key is None:
+                break
+            columns = [c for c in columns if c.key != key]
+        widths = [name_width if c.key == "name" else c.width for c in columns]
+        widths[-1] = max(10, total - fixed_width())
+        return list(zip(columns, widths, strict=True))
 
     def render_line(self, y: int) -> Strip:
         scroll_y = self.scroll_offset.y
@@ -232,7 +246,7 @@ class NodeTable(ScrollView, can_focus=True):
         palette = self._palettes.get(self.app)
         width = self.size.width
         segments: list[Segment] = []
-        for column, col_width in zip(COLUMNS, self._widths(width), strict=True):
+        for column, col_width in self._layout(width):
             title = column.title
             if column.key == self.sort_column:
                 title += "\u25bc" if self.sort_reverse else "\u25b2"
@@ -250,7 +264,7 @@ class NodeTable(ScrollView, can_focus=True):
         is_cursor = name == self.cursor_name
         base = palette.cursor if is_cursor else palette.text
         segments: list[Segment] = []
-        for column, col_width in zip(COLUMNS, self._widths(width), strict=True):
+        for column, col_width in self._layout(width):
             text, severity = column.cell(row, self.thresholds)
             text = text[:col_width]
             text = text.rjust(col_width) if column.right else text.ljust(col_width)
@@ -315,7 +329,7 @@ class NodeTable(ScrollView, can_focus=True):
     def on_click(self, event: events.Click) -> None:
         if event.y == 0:
             x = 0
-            for column, col_width in zip(COLUMNS, self._widths(self.size.width), strict=True):
+            for column, col_width in self._layout(self.size.width):
                 if x <= event.x < x + col_width + 1:
                     self.sort_by(column.key)
                     return
@@ -328,5 +342,5 @@ class NodeTable(ScrollView, can_focus=True):
                 self.action_open()
 
     def on_resize(self, _event: events.Resize) -> None:
-        self.virtual_size = Size(self.size.width, len(self.order) + 1)
+        self.virtual_size = Size(0, len(self.order) + 1)
         self._lines.clear()

@@ -59,35 +59,40 @@ class StatusHeader(Widget):
             text.append(" waiting for the first data...", palette.dim)
             return text
         s = view.summary
-        sep = ("  ", palette.dim)
+        # Narrow terminals get the short forms, so the alert count and data age never fall off the end.
+        short = self.size.width < 150
+        sep = (" " if short else "  ", palette.dim)
         text.append(f" {view.snapshot.cluster}", palette.text + palette.selection)
         text.append(*sep)
-        text.append("nodes ", palette.dim)
+        text.append("" if short else "nodes ", palette.dim)
         text.append(f"{s.nodes_ok} ok", palette.severity[Severity.OK])
         if s.nodes_stale:
             text.append(f" {s.nodes_stale} stale", palette.severity[Severity.WARN])
         if s.nodes_down:
             text.append(f" {s.nodes_down} down", palette.severity[Severity.CRIT])
         text.append(*sep)
-        text.append("GPUs ", palette.dim)
-        text.append(str(s.gpu_count), palette.text)
+        if short:
+            text.append(f"{s.gpu_count} GPUs", palette.text)
+        else:
+            text.append("GPUs ", palette.dim)
+            text.append(str(s.gpu_count), palette.text)
         text.append(*sep)
-        text.append("util ", palette.dim)
+        text.append("util " if not short else "", palette.dim)
         text.append(fmt.pct(s.util_mean_pct), palette.text)
         text.append(*sep)
-        text.append("power ", palette.dim)
+        text.append("power " if not short else "", palette.dim)
         text.append(fmt.power(s.power_w), palette.text)
         text.append(*sep)
-        text.append("alerts ", palette.dim)
+        text.append("alerts " if not short else "", palette.dim)
         if s.alerts_crit:
             text.append(f" {s.alerts_crit} crit ", palette.severity_badge[Severity.CRIT])
             text.append(" ")
         if s.alerts_warn:
             text.append(f" {s.alerts_warn} warn ", palette.severity_badge[Severity.WARN])
         if not (s.alerts_crit or s.alerts_warn):
-            text.append("none", palette.severity[Severity.OK])
+            text.append("no alerts", palette.severity[Severity.OK])
         text.append(*sep)
         age_s = max(0.0, self._now() - view.snapshot.taken_at_s)
         age_style = palette.severity[Severity.WARN] if age_s >= self.age_warn_s else palette.dim
-        text.append(f"data {format_age(age_s)} old", age_style)
+        text.append(f"{format_age(age_s)} old" if short else f"data {format_age(age_s)} old", age_style)
         return text

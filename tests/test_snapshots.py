@@ -1,0 +1,70 @@
+"""Pictures of the main screens, compared with the reviewed ones in tests/__snapshots__.
+
+Fixed seed, frozen clock, no animation, no blinking cursor: the same code draws the same picture.
+Update after a reviewed UI change with `pytest tests/test_snapshots.py --snapshot-update`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from textual.pilot import Pilot
+from textual.widgets import Input
+
+from gputop.tui.app import GputopApp
+from tests.tui_helpers import demo_app, wait_for_data
+
+SIZE = (200, 50)
+Compare = Callable[..., bool]
+
+
+async def _ready(pilot: Pilot[None]) -> None:
+    await wait_for_data(pilot)
+    for widget in pilot.app.query(Input):
+        widget.cursor_blink = False
+
+
+def _open(kind: str) -> Callable[[Pilot[None]], object]:
+    async def run(pilot: Pilot[None]) -> None:
+        await _ready(pilot)
+        app = pilot.app
+        assert isinstance(app, GputopApp)
+        node = next(i.node for i in app.settings.sources[0].cluster.incidents if i.kind == kind)  # type: ignore[attr-defined]
+        app.open_node(node)
+        await pilot.pause()
+
+    return run
+
+
+def test_dashboard(snap_compare: Compare) -> None:
+    assert snap_compare(demo_app(), terminal_size=SIZE, run_before=_ready)
+
+
+def test_dashboard_thousand_nodes(snap_compare: Compare) -> None:
+    assert snap_compare(demo_app(nodes=1000), terminal_size=SIZE, run_before=_ready)
+
+
+def test_dashboard_filtered_by_temperature_in_memory_metric(snap_compare: Compare) -> None:
+    async def run(pilot: Pilot[None]) -> None:
+        await _ready(pilot)
+        await pilot.press("m", "slash", *"temp>75")
+        for widget in pilot.app.query(Input):
+            widget.cursor_blink = False
+
+    assert snap_compare(demo_app(), terminal_size=SIZE, run_before=run)
+
+
+def test_node_screen_with_ecc_and_xid(snap_compare: Compare) -> None:
+    assert snap_compare(demo_app(), terminal_size=SIZE, run_before=_open("ecc_xid"))
+
+
+def test_node_screen_with_mig_gpu(snap_compare: Compare) -> None:
+    assert snap_compare(demo_app(), terminal_size=SIZE, run_before=_open("mig"))
+
+
+def test_help_screen(snap_compare: Compare) -> None:
+    assert snap_compare(demo_app(), terminal_size=SIZE, run_before=_ready, press=["question_mark"])
+
+
+def test_dashboard_light_theme_at_80_columns(snap_compare: Compare) -> None:
+    assert snap_compare(demo_app(theme="gputop-light"), terminal_size=(80, 24), run_before=_ready)

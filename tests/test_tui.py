@@ -1,0 +1,286 @@
+"""The real app on the demo cluster, driven with Textual's Pilot: keys and clicks in, screen content out."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from textual.widgets import DataTable
+
+from gputop.clock import FrozenClock
+from gputop.core.metrics import Metric
+from gputop.core.models import Reachability, Severity
+from gputop.sources.demo import SimulatorSource
+from gputop.tui.app import GputopApp
+from gputop.tui.screens.dashboard import DashboardScreen
+from gputop.tui.screens.help import HelpScreen
+from gputop.tui.screens.node import NodeScreen
+from gputop.tui.widgets.cluster_map import ClusterMap
+from gputop.tui.widgets.node_table import NodeTable
+from gputop.tui.widgets.status_header import StatusHeader
+from tests.tui_helpers import demo_app, wait_for_data
+
+SIZE = (200, 50)
+
+
+def incident_node(app: GputopApp, kind: str) -> str:
+    source = app.settings.sources[0]
+    assert isinstance(source, SimulatorSource)
+    return next(i.node for i in source.cluster.incidents if i.kind == kind)
+
+
+def table_lines(table: NodeTable) -> list[str]:
+    return [table.render_line(y).text for y in range(table.size.height)]
+
+
+def map_lines(node_map: ClusterMap) -> list[str]:
+    return [node_map.render_line(y).text for y in range(node_map.size.height)]
+
+
+async def test_dashboard_shows_cluster_header_map_and_worst_nodes_first() -> None:
+    app = demo_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for_data(pilot)
+        header = str(app.screen.query_one(StatusHeader).render())
+        assert "DEMO" in header
+        assert "demo" in header
+        assert "GPUs 255" in header  # 32 x 8, one GPU missing
+        assert "crit" in header and "data 0s old" in header
+        table = app.screen.query_one(NodeTable)
+        assert len(table.order) == 32
+        lines = table_lines(table)
+        assert lines[0].split()[:3] == ["Node", "State", "GPUs"]
+        view = app.view
+        assert view is not None
+        assert view.rows[table.order[0]].severity is Severity.CRIT
+        # every incident node sorts above the healthy ones
+        healthy_from = next(i for i, n in enumerate(table.order) if not view.rows[n].problems)
+        for kind in ("hot_gpu", "ecc_xid", "missing_gpu", "ib_down", "drained", "unresponsive"):
+            assert table.order.index(incident_node(app, kind)) < healthy_from, kind
+        node_map = app.screen.query_one(ClusterMap)
+        assert node_map.size.height <= SIZE[1] // 4 + 1
+        legend = map_lines(node_map)[-1]
+        assert legend.startswith("Utilization")
+
+
+async def test_table_cursor_selects_on_map_and_enter_opens_node_screen() -> None:
+    app = demo_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for_data(pilot)
+        table = app.screen.query_one(NodeTable)
+        node_map = app.screen.query_one(ClusterMap)
+        await pilot.press("down", "down")
+        expected = table.order[2]
+        assert table.cursor_name == expected
+        assert node_map.selected == expected
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(app.screen, NodeScreen)
+        assert app.screen.node_name == expected
+        gpus = app.screen.query_one("#gpus", DataTable)
+        assert gpus.row_count == len(app.view.snapshot.by_name[expected].gpus)  # type: ignore[union-attr]
+        await pilot.press("right_square_bracket")
+        assert app.screen.node_name != expected
+        await pilot.press("escape")
+        await pilot.pause()
+        assert isinstance(app.screen, DashboardScreen)
+
+
+async def test_map_keys_and_click_select_a_node() -> None:
+    app = demo_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for_data(pilot)
+        node_map = app.screen.query_one(ClusterMap)
+        table = app.screen.query_one(NodeTable)
+        node_map.focus()
+        node_map.selected = "gpu001"
+        await pilot.press("right", "right", "down")
+        layout = node_map._current_layout()
+        expected = f"gpu{3 + layout.nodes_per_row:03d}"
+        assert node_map.selected == expected
+        assert table.cursor_name == expected
+        # a click on the first GPU cell of the second node of the first row
+        x = layout.label_width + layout.group_width + 1
+        await pilot.click(ClusterMap, offset=(x, 0))
+        assert node_map.selected == "gpu002"
+        assert table.cursor_name == "gpu002"
+        await pilot.click(ClusterMap, offset=(x, 0), times=2)
+        await pilot.pause()
+        assert isinstance(app.screen, NodeScreen) and app.screen.node_name == "gpu002"
+
+
+async def test_filter_by_expression_and_text_then_clear() -> None:
+    app = demo_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for_data(pilot)
+        table = app.screen.query_one(NodeTable)
+        hot = incident_node(app, "hot_gpu")
+        await pilot.press("slash", *"temp>85", "enter")
+        assert hot in table.order
+        view = app.view
+        assert view is not None
+        assert all((view.rows[n].temp_max_c or 0) > 85 for n in table.order)
+        assert len(table.order) < 32
+        # the map dims what the filter leaves out
+        assert app.screen.query_one(ClusterMap).highlighted == frozenset(table.order)
+        await pilot.press("slash", "ctrl+u", *"drain", "enter")
+        assert table.order == [incident_node(app, "drained")]
+        await pilot.press("slash", "ctrl+u", *"temp>hot")
+        error = app.screen.query_one("#filter-error")
+        assert "compares with a number" in str(error.render())
+        await pilot.press("escape")
+        assert len(table.order) == 32
+        assert table.node_filter is None
+
+
+async def test_sort_keys_and_header_click() -> None:
+    app = demo_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for_data(pilot)
+        table = app.screen.query_one(NodeTable)
+        assert table.sort_column == "problem"
+        await pilot.press("s")  # wraps to the first column: node name
+        assert table.sort_column == "name"
+        assert table.order[:3] == ["gpu001", "gpu002", "gpu003"]
+        await pilot.press("S")
+        assert table.order[0] == "gpu032"
+        x = sum(width + 1 for column, width in table._layout(table.size.width)[:5])
+        await pilot.click(NodeTable, offset=(x + 1, 0))
+        assert table.sort_column == "temp"
+        assert table.order[0] == incident_node(app, "hot_gpu")
+        assert "Temp\u25bc" in table_lines(table)[0]
+
+
+async def test_metric_and_theme_switch() -> None:
+    app = demo_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for_data(pilot)
+        node_map = app.screen.query_one(ClusterMap)
+        before = node_map.render_line(0)
+        await pilot.press("m")
+        assert app.metric is Metric.MEM
+        assert map_lines(node_map)[-1].startswith("Memory used")
+        await pilot.press("m", "m")
+        assert app.metric is Metric.POWER
+        assert map_lines(node_map)[-1].startswith("Power of limit")
+        await pilot.press("m")
+        assert app.metric is Metric.UTIL
+        theme_before = app.theme
+        await pilot.press("t")
+        await pilot.pause()
+        assert app.theme != theme_before
+        assert app.theme in app.gputop_theme_names
+        after = node_map.render_line(0)
+        assert [s.style for s in after] != [s.style for s in before]
+
+
+async def test_help_lists_bindings_from_the_bindings() -> None:
+    app = demo_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for_data(pilot)
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+        rendered = app.export_screenshot().replace("&#160;", " ")
+        for description in (
+            "Filter",
+            "Metric",
+            "Sort column",
+            "Open node",
+            "Previous node",
+            "Refresh now",
+            "Theme",
+        ):
+            assert description in rendered, description
+        await pilot.press("escape")
+        assert isinstance(app.screen, DashboardScreen)
+
+
+async def test_command_palette_opens_a_node() -> None:
+    app = demo_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for_data(pilot)
+        await pilot.press("ctrl+p")
+        await pilot.pause()
+        await pilot.press(*"Open node gpu005")
+        await pilot.pause(0.3)
+        await pilot.press("enter")
+        await pilot.pause(0.1)
+        assert isinstance(app.screen, NodeScreen)
+        assert app.screen.node_name == "gpu005"
+
+
+async def test_node_screen_shows_incidents_in_words() -> None:
+    app = demo_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for_data(pilot)
+        missing = incident_node(app, "missing_gpu")
+        app.open_node(missing)
+        await pilot.pause()
+        gpus = app.screen.query_one("#gpus", DataTable)
+        assert gpus.row_count == 7
+        details = str(app.screen.query_one("#details-text").render())
+        assert "GPU5 missing" in details
+        mig = incident_node(app, "mig")
+        app.open_node(mig)
+        await pilot.pause()
+        table = app.screen.query_one("#gpus", DataTable)
+        utils = [str(table.get_row_at(i)[2]) for i in range(table.row_count)]
+        migs = [str(table.get_row_at(i)[8]) for i in range(table.row_count)]
+        assert "n/a" in utils  # MIG GPU: not reported, never 0%
+        assert migs[utils.index("n/a")] == "on"
+        drained = incident_node(app, "drained")
+        app.open_node(drained)
+        await pilot.pause()
+        details = str(app.screen.query_one("#details-text").render())
+        assert "RMA requested (OPS-4411)" in details and "by root" in details
+
+
+async def test_unresponsive_node_goes_from_stale_to_down_as_time_passes() -> None:
+    app = demo_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for_data(pilot)
+        silent = incident_node(app, "unresponsive")
+        assert app.view is not None
+        assert app.view.rows[silent].reachability is Reachability.STALE
+        clock = app.clock
+        assert isinstance(clock, FrozenClock)
+        clock.advance(30)
+        await app.poller.tick()
+        await pilot.pause()
+        assert app.view.rows[silent].reachability is Reachability.DOWN
+        header = str(app.screen.query_one(StatusHeader).render())
+        assert "1 down" in header
+
+
+async def test_thousand_nodes_fit_on_one_200x50_screen() -> None:
+    app = demo_app(nodes=1000)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for_data(pilot)
+        node_map = app.screen.query_one(ClusterMap)
+        layout = node_map._current_layout()
+        assert layout.compact
+        assert layout.nodes_per_row * layout.rows >= 1000
+        assert node_map.size.height == layout.rows + 1
+        table = app.screen.query_one(NodeTable)
+        assert table.size.height >= 10, "the node table keeps room for at least 9 nodes"
+        assert node_map.region.bottom <= table.region.y
+
+
+async def test_read_only_badge() -> None:
+    app = demo_app(read_only=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for_data(pilot)
+        assert "READ-ONLY" in str(app.screen.query_one(StatusHeader).render())
+
+
+async def test_broken_theme_file_warns_and_falls_back(tmp_path: Path) -> None:
+    (tmp_path / "broken.yaml").write_text("name: broken\nprimary: [not a colour\n")
+    app = demo_app(theme="broken")
+    app.settings.theme_dirs = [tmp_path]
+    app._install_themes()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for_data(pilot)
+        assert app.theme == "gputop-dark"
+        warnings = " ".join(app.startup_warnings)
+        assert "broken.yaml" in warnings and "unknown theme 'broken'" in warnings
+        assert len(app._notifications) >= 2

@@ -1,0 +1,33 @@
+"""Building the demo app for tests: fixed seed, frozen clock, so every run shows the same cluster."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from textual.pilot import Pilot
+
+from gputop.cli import build_demo_app
+from gputop.clock import FrozenClock
+from gputop.core.config import Config
+from gputop.tui.app import GputopApp
+
+FROZEN_EPOCH_S = 1_800_000_000.0  # 2027-01-15 08:00 UTC
+
+
+def demo_app(nodes: int = 32, seed: int = 42, **kwargs: object) -> GputopApp:
+    base = Config.default()
+    config = dataclasses.replace(base, demo=dataclasses.replace(base.demo, nodes=nodes, seed=seed))
+    app = build_demo_app(config, clock=FrozenClock(FROZEN_EPOCH_S), **kwargs)  # type: ignore[arg-type]
+    # The UI under test should not collect the garbage differently from run to run.
+    app.settings.freeze_gc = False
+    return app
+
+
+async def wait_for_data(pilot: Pilot[None]) -> None:
+    app = pilot.app
+    for _ in range(200):
+        if getattr(app, "view", None) is not None:
+            break
+        await pilot.pause(0.01)
+    await pilot.pause()
+    assert app.view is not None, "no data reached the app"  # type: ignore[attr-defined]
