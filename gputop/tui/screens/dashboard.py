@@ -36,7 +36,8 @@ class DashboardScreen(Screen[None]):
     #filter-bar { height: auto; display: none; }
     #filter-bar.active { display: block; }
     #filter { border: none; height: 1; padding: 0 1; background: $boost; }
-    #filter-error { height: auto; color: $error; padding: 0 1; }
+    #filter-error { height: auto; color: $error; padding: 0 1; display: none; }
+    #filter-error.shown { display: block; }
     #map-title, #table-title { height: 1; color: $text-muted; padding: 0 1; background: $surface; }
     """
 
@@ -120,23 +121,27 @@ class DashboardScreen(Screen[None]):
 
     def apply_filter(self, text: str) -> bool:
         """Filter the table and dim the map; returns False (and says why) on a bad expression."""
-        error = self.query_one("#filter-error", Static)
         table = self.query_one(NodeTable)
         node_map = self.query_one(ClusterMap)
         if not text.strip():
             table.set_filter(None)
             node_map.set_filter(None)
-            error.update("")
+            self._show_filter_error("")
             return True
         try:
             node_filter = parse_filter(text)
         except FilterError as err:
-            error.update(str(err))
+            self._show_filter_error(str(err))
             return False
-        error.update("")
+        self._show_filter_error("")
         table.set_filter(node_filter)
         node_map.set_filter(table.visible_names)
         return True
+
+    def _show_filter_error(self, message: str) -> None:
+        error = self.query_one("#filter-error", Static)
+        error.update(message)
+        error.set_class(bool(message), "shown")
 
     @on(Input.Changed, "#filter")
     def _filter_changed(self, event: Input.Changed) -> None:

@@ -203,7 +203,7 @@ class NodeScreen(Screen[None]):
             text.append("\nCollection\n", style="bold")
             if node.sampled_at_s is not None:
                 text.append(f"  last data {format_age(now_s - node.sampled_at_s)} ago\n")
-            if node.error:
+            if node.error and not node.error.startswith("no data for"):
                 text.append(f"  {node.error}\n", palette.severity[Severity.WARN])
         slurm = view.snapshot.slurm
         slurm_node = slurm.nodes.get(node.name) if slurm else None
