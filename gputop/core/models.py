@@ -12,6 +12,13 @@ from enum import StrEnum
 from typing import NamedTuple
 
 
+def percent(part: float | None, whole: float | None) -> float | None:
+    """100 * part / whole, or None when either is unknown or the whole is zero."""
+    if part is None or not whole:
+        return None
+    return 100.0 * part / whole
+
+
 class Reachability(StrEnum):
     """Whether gputop currently hears from a node (independent of what Slurm thinks of it)."""
 
@@ -67,15 +74,11 @@ class GpuSample(NamedTuple):
 
     @property
     def mem_pct(self) -> float | None:
-        if self.mem_used_mib is None or not self.mem_total_mib:
-            return None
-        return 100.0 * self.mem_used_mib / self.mem_total_mib
+        return percent(self.mem_used_mib, self.mem_total_mib)
 
     @property
     def power_pct(self) -> float | None:
-        if self.power_w is None or not self.power_limit_w:
-            return None
-        return 100.0 * self.power_w / self.power_limit_w
+        return percent(self.power_w, self.power_limit_w)
 
 
 @dataclass(frozen=True, slots=True)

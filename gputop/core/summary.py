@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from gputop.core.config import Thresholds
 from gputop.core.health import Problem, assess_node
-from gputop.core.models import ClusterSnapshot, NodeSample, Reachability, Severity, SlurmNode
+from gputop.core.models import ClusterSnapshot, NodeSample, Reachability, Severity, SlurmNode, percent
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,9 +36,7 @@ class NodeRow:
 
     @property
     def mem_pct(self) -> float | None:
-        if self.mem_used_mib is None or not self.mem_total_mib:
-            return None
-        return 100.0 * self.mem_used_mib / self.mem_total_mib
+        return percent(self.mem_used_mib, self.mem_total_mib)
 
     @property
     def severity(self) -> Severity:

@@ -25,6 +25,7 @@ from gputop.tui.screens.help import HelpScreen
 from gputop.tui.screens.node import NodeScreen
 from gputop.tui.widgets.cluster_map import ClusterMap
 from gputop.tui.widgets.node_table import NodeTable
+from gputop.tui.widgets.status_header import StatusHeader
 
 
 @dataclass
@@ -165,6 +166,15 @@ class GputopApp(App[None]):
         ]
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen(sections))
+
+    def status_header(self) -> StatusHeader:
+        """The header every screen shows."""
+        return StatusHeader(
+            now=self.clock.now,
+            is_demo=self.settings.is_demo,
+            read_only=self.read_only,
+            age_warn_s=self.settings.config.ui.refresh_age_warn_s,
+        )
 
     def set_metric(self, metric: Metric) -> None:
         self.metric = metric

@@ -15,6 +15,7 @@ from gputop.core.filter import FilterError, parse_filter
 from gputop.core.metrics import Metric
 from gputop.core.models import SnapshotDelta
 from gputop.core.summary import ClusterView
+from gputop.tui.messages import NodeOpened, NodeSelected
 from gputop.tui.widgets.cluster_map import ClusterMap
 from gputop.tui.widgets.node_table import NodeTable
 from gputop.tui.widgets.status_header import StatusHeader
@@ -38,7 +39,6 @@ class DashboardScreen(Screen[None]):
     #filter { border: none; height: 1; padding: 0 1; background: $boost; }
     #filter-error { height: auto; color: $error; padding: 0 1; display: none; }
     #filter-error.shown { display: block; }
-    #map-title, #table-title { height: 1; color: $text-muted; padding: 0 1; background: $surface; }
     """
 
     @property
@@ -47,12 +47,7 @@ class DashboardScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         app = self.gputop
-        yield StatusHeader(
-            now=app.clock.now,
-            is_demo=app.settings.is_demo,
-            read_only=app.read_only,
-            age_warn_s=app.settings.config.ui.refresh_age_warn_s,
-        )
+        yield app.status_header()
         yield ClusterMap(metric=app.metric, scales=app.scales, id="map")
         with Vertical(id="filter-bar"):
             yield Input(
@@ -83,17 +78,14 @@ class DashboardScreen(Screen[None]):
         self.query_one(StatusHeader).apply_view(view)
 
     # -- selection sync -----------------------------------------------------------------------------------
-    @on(ClusterMap.NodeSelected)
-    def _map_selected(self, event: ClusterMap.NodeSelected) -> None:
+    @on(NodeSelected)
+    def _node_selected(self, event: NodeSelected) -> None:
+        # whichever pane moved, the other follows (select() is quiet, so this does not echo back)
         self.query_one(NodeTable).select(event.name)
-
-    @on(NodeTable.NodeSelected)
-    def _table_selected(self, event: NodeTable.NodeSelected) -> None:
         self.query_one(ClusterMap).select(event.name)
 
-    @on(ClusterMap.NodeOpened)
-    @on(NodeTable.NodeOpened)
-    def _open(self, event: ClusterMap.NodeOpened | NodeTable.NodeOpened) -> None:
+    @on(NodeOpened)
+    def _open(self, event: NodeOpened) -> None:
         self.gputop.open_node(event.name)
 
     # -- metric -----------------------------------------------------------------------------------------

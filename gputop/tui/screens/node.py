@@ -105,12 +105,7 @@ class NodeScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         app = self.gputop
-        yield StatusHeader(
-            now=app.clock.now,
-            is_demo=app.settings.is_demo,
-            read_only=app.read_only,
-            age_warn_s=app.settings.config.ui.refresh_age_warn_s,
-        )
+        yield app.status_header()
         yield Static(self.node_name, id="node-title")
         table: DataTable[Text | str] = DataTable(id="gpus", cursor_type="row", zebra_stripes=True)
         for key, label in GPU_COLUMNS:

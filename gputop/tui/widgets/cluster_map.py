@@ -15,7 +15,6 @@ from rich.segment import Segment
 from rich.style import Style
 from textual import events
 from textual.binding import Binding
-from textual.message import Message
 from textual.reactive import reactive
 from textual.strip import Strip
 from textual.widget import Widget
@@ -23,6 +22,7 @@ from textual.widget import Widget
 from gputop.core.metrics import HeatScale, Metric
 from gputop.core.models import GpuSample, NodeSample, Reachability, Severity
 from gputop.core.summary import ClusterView
+from gputop.tui.messages import NodeOpened, NodeSelected
 from gputop.tui.palette import Palette, PaletteCache
 
 UPPER_HALF = "\u2580"  # upper half block: foreground paints the top GPU, background the bottom one
@@ -54,16 +54,6 @@ class ClusterMap(Widget, can_focus=True):
     """
 
     selected: reactive[str | None] = reactive(None, layout=False)
-
-    class NodeSelected(Message):
-        def __init__(self, name: str) -> None:
-            super().__init__()
-            self.name = name
-
-    class NodeOpened(Message):
-        def __init__(self, name: str) -> None:
-            super().__init__()
-            self.name = name
 
     def __init__(self, *, metric: Metric, scales: dict[Metric, HeatScale], **kwargs: object) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
@@ -314,20 +304,20 @@ class ClusterMap(Widget, can_focus=True):
         index = self._index.get(self.selected or "", 0)
         index = max(0, min(len(self._names) - 1, index + dx + dy * layout.nodes_per_row))
         self.selected = self._names[index]
-        self.post_message(self.NodeSelected(self.selected))
+        self.post_message(NodeSelected(self.selected))
 
     def action_open(self) -> None:
         if self.selected:
-            self.post_message(self.NodeOpened(self.selected))
+            self.post_message(NodeOpened(self.selected))
 
     def on_click(self, event: events.Click) -> None:
         name = self.node_at(event.x, event.y)
         if name is None:
             return
         self.selected = name
-        self.post_message(self.NodeSelected(name))
+        self.post_message(NodeSelected(name))
         if event.chain >= 2:
-            self.post_message(self.NodeOpened(name))
+            self.post_message(NodeOpened(name))
 
     def select(self, name: str) -> None:
         """Select a node without announcing it (the table already knows)."""

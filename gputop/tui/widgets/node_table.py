@@ -15,7 +15,6 @@ from rich.style import Style
 from textual import events
 from textual.binding import Binding
 from textual.geometry import Size
-from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
@@ -25,6 +24,7 @@ from gputop.core.models import Reachability, Severity
 from gputop.core.nodeset import natural_key
 from gputop.core.summary import ClusterView, NodeRow
 from gputop.tui import format as fmt
+from gputop.tui.messages import NodeOpened, NodeSelected
 from gputop.tui.palette import Palette, PaletteCache
 
 Cell = tuple[str, Severity | None]
@@ -148,16 +148,6 @@ class NodeTable(ScrollView, can_focus=True):
     DEFAULT_CSS = """
     NodeTable { height: 1fr; overflow-x: hidden; }
     """
-
-    class NodeSelected(Message):
-        def __init__(self, name: str) -> None:
-            super().__init__()
-            self.name = name
-
-    class NodeOpened(Message):
-        def __init__(self, name: str) -> None:
-            super().__init__()
-            self.name = name
 
     def __init__(self, *, thresholds: Thresholds, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -288,7 +278,7 @@ class NodeTable(ScrollView, can_focus=True):
         self._lines.clear()
         self.refresh()
         self._scroll_cursor_into_view(index)
-        self.post_message(self.NodeSelected(self.cursor_name))
+        self.post_message(NodeSelected(self.cursor_name))
 
     def _scroll_cursor_into_view(self, index: int) -> None:
         body_height = max(1, self.size.height - 1)
@@ -309,7 +299,7 @@ class NodeTable(ScrollView, can_focus=True):
 
     def action_open(self) -> None:
         if self.cursor_name:
-            self.post_message(self.NodeOpened(self.cursor_name))
+            self.post_message(NodeOpened(self.cursor_name))
 
     def action_sort_next(self) -> None:
         keys = [c.key for c in COLUMNS]
