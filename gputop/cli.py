@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 from collections.abc import Sequence
@@ -143,12 +144,14 @@ def build_demo_app(
 
     real_clock: Clock = clock if clock is not None else SystemClock()
     demo = config.demo
-    cluster = SimulatedCluster(
+    start_time_s = real_clock.now()
+    cluster = functools.partial(
+        SimulatedCluster,
         nodes=demo.nodes,
         gpus_per_node=demo.gpus_per_node,
         gpu_model=demo.gpu_model,
         seed=demo.seed,
-        start_time_s=real_clock.now(),
+        start_time_s=start_time_s,
     )
     settings = tui_app.AppSettings(
         config=config,

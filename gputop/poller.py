@@ -27,10 +27,12 @@ from gputop.core.models import (
     diff_snapshots,
 )
 from gputop.core.nodeset import natural_key
-from gputop.core.summary import ClusterView, build_view
+from gputop.core.summary import ClusterView, NodeRow, derive_rows, summarize
 from gputop.sources.base import Source
 
 log = logging.getLogger(__name__)
+
+DERIVE_CHUNK_NODES = 100
 
 ViewCallback = Callable[[ClusterView, SnapshotDelta], None]
 
@@ -112,7 +114,13 @@ class Poller:
             tick=self._tick,
         )
         previous = self.view
-        view = build_view(snapshot, self.thresholds, previous)
+        rows: dict[str, NodeRow] = {}
+        # Derived a slice at a time, yielding between slices: a 1,000-node cluster never holds a key press.
+        for start in range(0, len(snapshot.nodes), DERIVE_CHUNK_NODES):
+            chunk = snapshot.nodes[start : start + DERIVE_CHUNK_NODES]
+            rows.update(derive_rows(snapshot, chunk, self.thresholds, previous))
+            await asyncio.sleep(0)
+        view = ClusterView(snapshot=snapshot, rows=rows, summary=summarize(rows.values()))
         delta = diff_snapshots(previous.snapshot if previous else None, snapshot)
         self.view = view
         self.last_tick_cpu_s = time.process_time() - cpu_started

@@ -93,6 +93,7 @@ def fold_nodes(names: Iterable[str]) -> str:
     return str(nodes)
 
 
+@functools.lru_cache(maxsize=1 << 16)  # node names repeat every tick; the split is the costly part
 def natural_key(name: str) -> tuple[tuple[str | int, ...], str]:
     """Sort key that orders digit runs by value: gpu2 < gpu10, rack2-node9 < rack10-node1.
 

@@ -116,11 +116,23 @@ def node_row(node: NodeSample, slurm: SlurmNode | None, thresholds: Thresholds, 
 def build_view(
     snapshot: ClusterSnapshot, thresholds: Thresholds, previous: ClusterView | None = None
 ) -> ClusterView:
+    rows = derive_rows(snapshot, snapshot.nodes, thresholds, previous)
+    return ClusterView(snapshot=snapshot, rows=rows, summary=summarize(rows.values()))
+
+
+def derive_rows(
+    snapshot: ClusterSnapshot,
+    nodes: Iterable[NodeSample],
+    thresholds: Thresholds,
+    previous: ClusterView | None = None,
+) -> dict[str, NodeRow]:
+    """Rows for some of the snapshot's nodes, reusing the previous view's row where nothing changed.
+    Callers that must stay responsive derive a large cluster a slice at a time."""
     slurm_nodes: Mapping[str, SlurmNode] = snapshot.slurm.nodes if snapshot.slurm else {}
     old_rows: Mapping[str, NodeRow] = previous.rows if previous else {}
     rows: dict[str, NodeRow] = {}
     now_s = snapshot.taken_at_s
-    for node in snapshot.nodes:
+    for node in nodes:
         slurm = slurm_nodes.get(node.name)
         old = old_rows.get(node.name)
         # A stale or down node's problem text carries its age, so it is redone every tick.
@@ -133,7 +145,7 @@ def build_view(
             rows[node.name] = old
         else:
             rows[node.name] = node_row(node, slurm, thresholds, now_s)
-    return ClusterView(snapshot=snapshot, rows=rows, summary=summarize(rows.values()))
+    return rows
 
 
 def summarize(rows: Iterable[NodeRow]) -> ClusterSummary:

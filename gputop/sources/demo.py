@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
+
 from gputop.core.models import SourceResult
 from gputop.sources.simulator import SimulatedCluster
 
@@ -9,11 +12,21 @@ from gputop.sources.simulator import SimulatedCluster
 class SimulatorSource:
     name = "simulator"
 
-    def __init__(self, cluster: SimulatedCluster) -> None:
-        self.cluster = cluster
+    def __init__(self, cluster: SimulatedCluster | Callable[[], SimulatedCluster]) -> None:
+        """Takes a cluster, or a function that builds one: a large cluster then builds in `start`, off
+        the event loop, so the first frame is painted without waiting for it."""
+        self._build = None if isinstance(cluster, SimulatedCluster) else cluster
+        self._cluster = cluster if isinstance(cluster, SimulatedCluster) else None
+
+    @property
+    def cluster(self) -> SimulatedCluster:
+        if self._cluster is None:
+            raise RuntimeError("the simulated cluster is built when the source starts")
+        return self._cluster
 
     async def start(self) -> None:
-        return None
+        if self._cluster is None and self._build is not None:
+            self._cluster = await asyncio.to_thread(self._build)
 
     async def collect(self, now_s: float) -> SourceResult:
         # Steps in chunks and yields between them, so a 1,000-node step never holds up a key press.

@@ -124,7 +124,8 @@ def _read_yaml(path: Path) -> Any:
     except (OSError, UnicodeDecodeError) as error:
         raise ThemeError(path, [f"cannot read file ({error})"]) from error
     try:
-        return yaml.safe_load(text)
+        # libyaml's safe loader when present: several times faster, and themes load at every start
+        return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""

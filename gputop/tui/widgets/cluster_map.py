@@ -1,8 +1,9 @@
 """The cluster map: one cell per GPU, grouped by node, coloured by the selected metric.
 
-A Line-API widget: each screen line is built as a Strip from the view and cached until the next view, so a
-1,000-node cluster repaints in a few milliseconds. Two densities: one character per GPU, or, when that
-would not fit, half-block characters that stack two GPUs in one cell (GPUs 0-3 on top, 4-7 below).
+A Line-API widget built for thousands of GPUs. Each GPU becomes a small integer code (a heat step or a
+state) once per view; a screen line is rebuilt only when the codes on it changed, neighbouring cells with the
+same code are painted as one segment, and only changed lines are repainted. Three densities: two characters
+per GPU, one, or half blocks that stack two GPUs in one character (GPUs 0-3 on top, 4-7 below).
 """
 
 from __future__ import annotations
@@ -10,22 +11,30 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from rich.color import Color
 from rich.segment import Segment
 from rich.style import Style
 from textual import events
 from textual.binding import Binding
+from textual.geometry import Region
 from textual.reactive import reactive
 from textual.strip import Strip
 from textual.widget import Widget
 
-from gputop.core.metrics import HeatScale, Metric
-from gputop.core.models import GpuSample, NodeSample, Reachability, Severity
-from gputop.core.summary import ClusterView
+from gputop.core.metrics import HEAT_STEPS, HeatScale, Metric
+from gputop.core.models import NodeSample, Reachability, Severity
+from gputop.core.summary import ClusterView, NodeRow
 from gputop.tui.messages import NodeOpened, NodeSelected
 from gputop.tui.palette import Palette, PaletteCache
 
 UPPER_HALF = "\u2580"  # upper half block: foreground paints the top GPU, background the bottom one
+LEFT_BRACKET = "\u2590"  # right half block, hugging the selected node's first cell
+RIGHT_BRACKET = "\u258c"  # left half block, hugging its last cell
+
+# Cell codes: 0..9 heat steps, CRIT_FLAG + step for a GPU with a critical problem, then states.
+CRIT_FLAG = 16
+DOWN, MISSING, STALE, MIG_NA, NA, EMPTY = 10, 11, 12, 13, 14, 15
+
+Codes = tuple[int, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +45,39 @@ class MapLayout:
     rows: int
     compact: bool
     cell_width: int  # characters per GPU (1 or 2; 1 in compact mode)
+
+
+class CellStyles:
+    """Style and glyph of every cell code for one palette, and the half-block styles as they are needed."""
+
+    def __init__(self, palette: Palette) -> None:
+        self.palette = palette
+        plain: dict[int, tuple[Style, str]] = {}
+        for step in range(HEAT_STEPS):
+            plain[step] = (palette.heat_bg[step], " ")
+            plain[step + CRIT_FLAG] = (palette.heat_bg[step], "!")
+        # Glyphs repeat what the colour says, for colour-blind users.
+        plain[DOWN] = (palette.down, "\u00d7")
+        plain[MISSING] = (palette.missing, "-")
+        plain[STALE] = (palette.stale, "\u00b7")
+        plain[MIG_NA] = (palette.na, "m")
+        plain[NA] = (palette.na, "?")
+        plain[EMPTY] = (palette.empty, " ")
+        dim = Style(dim=True)
+        self.plain = plain
+        self.dimmed = {
+            code: (style + dim, "\u2591" if glyph == " " and code != EMPTY else glyph)
+            for code, (style, glyph) in plain.items()
+        }
+        self._halves: dict[tuple[int, int, bool], Style] = {}
+
+    def half(self, top: int, bottom: int, dimmed: bool) -> Style:
+        key = (top, bottom, dimmed)
+        style = self._halves.get(key)
+        if style is None:
+            style = Style(color=self.plain[top][0].bgcolor, bgcolor=self.plain[bottom][0].bgcolor, dim=dimmed)
+            self._halves[key] = style
+        return style
 
 
 class ClusterMap(Widget, can_focus=True):
@@ -60,52 +102,111 @@ class ClusterMap(Widget, can_focus=True):
         self.metric = metric
         self.scales = scales
         self.highlighted: frozenset[str] = frozenset()  # nodes kept by the table's filter
+        self._filtered = False
         self._view: ClusterView | None = None
         self._names: list[str] = []
         self._index: dict[str, int] = {}
         self._gpus_per_node = 8
         self._layout: MapLayout | None = None
-        self._lines: dict[int, Strip] = {}
+        self._layout_key: tuple[int, int] = (0, 0)
         self._palettes = PaletteCache()
-        self._filtered = False
+        self._styles: CellStyles | None = None
+        # name -> (sample, row, codes): codes are recomputed only when the sample or row object changed
+        self._codes: dict[str, tuple[NodeSample, NodeRow | None, Codes]] = {}
+        # line -> (signature, strip): a line is rebuilt only when its signature changed
+        self._lines: dict[int, tuple[object, Strip]] = {}
 
     # -- data in ----------------------------------------------------------------------------------------
     def apply_view(self, view: ClusterView) -> None:
         nodes = view.snapshot.nodes
-        names = [n.name for n in nodes]
-        if names != self._names:
-            self._names = names
-            self._index = {name: i for i, name in enumerate(names)}
-            self._layout = None
-            self.refresh(layout=True)
-        self._gpus_per_node = (
-            max(
-                [max(n.expected_gpu_count or 0, (n.gpus[-1].index + 1) if n.gpus else 0) for n in nodes]
-                or [8]
+        if len(nodes) != len(self._names) or any(
+            n.name != m for n, m in zip(nodes, self._names, strict=True)
+        ):
+            self._names = [n.name for n in nodes]
+            self._index = {name: i for i, name in enumerate(self._names)}
+            self._gpus_per_node = (
+                max(
+                    (max(n.expected_gpu_count or 0, (n.gpus[-1].index + 1) if n.gpus else 0) for n in nodes),
+                    default=8,
+                )
+                or 8
             )
-            or 8
-        )
+            self._codes.clear()
+            self._forget_lines()
+            self.refresh(layout=True)
         self._view = view
-        if self.selected is None and names:
-            self.selected = names[0]
-        self._lines.clear()
-        self.refresh()
+        if self.selected is None and self._names:
+            self.selected = self._names[0]
+        self._update_codes(view)
+        self._refresh_changed_lines()
 
     def set_metric(self, metric: Metric) -> None:
         self.metric = metric
-        self._lines.clear()
-        self.refresh()
+        self._codes.clear()
+        if self._view is not None:
+            self._update_codes(self._view)
+        self._forget_lines()
 
     def set_filter(self, kept: frozenset[str] | None) -> None:
         """Dim the nodes a table filter leaves out (None: no filter)."""
         self._filtered = kept is not None
         self.highlighted = kept or frozenset()
+        self._forget_lines()
+
+    def watch_selected(self, old: str | None, new: str | None) -> None:
+        # only the lines holding the old and the new selection change
+        if not self.is_mounted or self._layout is None:
+            return
+        per_row = self._layout.nodes_per_row
+        for name in (old, new):
+            index = self._index.get(name or "")
+            if index is not None:
+                line = index // per_row
+                self._lines.pop(line, None)
+                self.refresh(Region(0, line, self.size.width, 1))
+
+    def on_resize(self, _event: events.Resize) -> None:
+        self._forget_lines()
+
+    def _forget_lines(self) -> None:
         self._lines.clear()
         self.refresh()
 
-    def watch_selected(self, _old: str | None, _new: str | None) -> None:
-        self._lines.clear()
-        self.refresh()
+    # -- cell codes -------------------------------------------------------------------------------------
+    def _update_codes(self, view: ClusterView) -> None:
+        rows = view.rows
+        cached = self._codes
+        for node in view.snapshot.nodes:
+            row = rows.get(node.name)
+            entry = cached.get(node.name)
+            if entry is None or entry[0] is not node or entry[1] is not row:
+                cached[node.name] = (node, row, self._node_codes(node, row))
+
+    def _node_codes(self, node: NodeSample, row: NodeRow | None) -> Codes:
+        width = self._gpus_per_node
+        expected = min(width, node.expected_gpu_count or len(node.gpus))
+        if node.reachability is Reachability.DOWN:
+            return (DOWN,) * expected + (EMPTY,) * (width - expected)
+        codes = [MISSING] * expected + [EMPTY] * (width - expected)
+        stale = node.reachability is Reachability.STALE
+        crit_gpus: set[int | None] = set()
+        if row is not None and row.problems and row.problems[0].severity is Severity.CRIT:
+            crit_gpus = {p.gpu_index for p in row.problems if p.severity is Severity.CRIT}
+        value_of = self.metric.of
+        step = self.scales[self.metric].step
+        for gpu in node.gpus:
+            index = gpu.index
+            if not 0 <= index < width:
+                continue
+            if stale:
+                codes[index] = STALE
+                continue
+            value = value_of(gpu)
+            if value is None:
+                codes[index] = MIG_NA if gpu.mig_enabled else NA
+            else:
+                codes[index] = step(value) + (CRIT_FLAG if index in crit_gpus else 0)
+        return tuple(codes)
 
     # -- geometry ---------------------------------------------------------------------------------------
     def layout_for(self, width: int, screen_height: int) -> MapLayout:
@@ -128,20 +229,20 @@ class ClusterMap(Widget, can_focus=True):
                 return MapLayout(label_width, group, per_row, rows, compact, cell_width)
         raise AssertionError("the last mode always fits")
 
+    def _screen_height(self) -> int:
+        return self.screen.size.height if self.is_mounted else 50
+
     def _current_layout(self) -> MapLayout:
-        width = self.size.width or 80
-        if self._layout is None or self._layout_width != width:
-            screen_height = self.screen.size.height if self.is_mounted else 50
-            self._layout = self.layout_for(width, screen_height)
-            self._layout_width = width
+        key = (self.size.width or 80, self._screen_height())
+        if self._layout is None or self._layout_key != key:
+            self._layout = self.layout_for(*key)
+            self._layout_key = key
+            self._lines.clear()
         return self._layout
 
-    _layout_width = 0
-
     def get_content_height(self, container: object, viewport: object, width: int) -> int:
-        screen_height = self.screen.size.height if self.is_mounted else 50
-        layout = self.layout_for(width, screen_height)
-        return layout.rows + 1  # + legend
+        self._layout = None  # names or sizes changed: recompute on the next line
+        return self.layout_for(width, self._screen_height()).rows + 1  # + legend
 
     def node_at(self, x: int, y: int) -> str | None:
         layout = self._current_layout()
@@ -154,140 +255,126 @@ class ClusterMap(Widget, can_focus=True):
         return self._names[index] if index < len(self._names) else None
 
     # -- rendering --------------------------------------------------------------------------------------
-    def render_line(self, y: int) -> Strip:
-        scroll_y = 0
-        line = y + scroll_y
-        strip = self._lines.get(line)
-        if strip is None:
-            strip = self._build_line(line)
-            self._lines[line] = strip
-        return strip
-
-    def _build_line(self, line: int) -> Strip:
+    def _cell_styles(self) -> CellStyles:
         palette = self._palettes.get(self.app)
+        if self._styles is None or self._styles.palette is not palette:
+            self._styles = CellStyles(palette)
+            self._lines.clear()
+        return self._styles
+
+    def _line_names(self, line: int, layout: MapLayout) -> list[str]:
+        first = line * layout.nodes_per_row
+        return self._names[first : first + layout.nodes_per_row]
+
+    def _signature(self, line: int, layout: MapLayout) -> object:
+        names = self._line_names(line, layout)
+        codes = tuple(self._codes[name][2] if name in self._codes else () for name in names)
+        selected = names.index(self.selected) if self.selected in names else -1
+        dimmed = tuple(name not in self.highlighted for name in names) if self._filtered else ()
+        return (codes, selected, dimmed, self.size.width)
+
+    def _refresh_changed_lines(self) -> None:
+        """Repaint only the lines whose cells changed since they were last drawn."""
+        if not self.is_mounted or self.size.width == 0:
+            self.refresh()
+            return
+        self._cell_styles()  # a new theme drops every cached line
         layout = self._current_layout()
         width = self.size.width
-        if line == layout.rows:
-            return Strip(self._legend(palette, layout), width).crop_extend(0, width, palette.empty)
-        if self._view is None or line > layout.rows:
-            return Strip.blank(width, palette.empty)
-        first = line * layout.nodes_per_row
-        names = self._names[first : first + layout.nodes_per_row]
-        segments: list[Segment] = []
-        label = names[0] if names else ""
-        segments.append(Segment(label.ljust(layout.label_width), palette.dim))
-        by_name = self._view.snapshot.by_name
-        rows = self._view.rows
-        cells = layout.group_width - 1
+        for line in range(layout.rows):
+            cached = self._lines.get(line)
+            if cached is None or cached[0] != self._signature(line, layout):
+                self._lines.pop(line, None)
+                self.refresh(Region(0, line, width, 1))
+
+    def render_line(self, y: int) -> Strip:
+        styles = self._cell_styles()
+        layout = self._current_layout()
+        width = self.size.width
+        if y == layout.rows:
+            return Strip(self._legend(styles, layout)).crop_extend(0, width, styles.palette.empty)
+        if self._view is None or y > layout.rows:
+            return Strip.blank(width, styles.palette.empty)
+        signature = self._signature(y, layout)
+        cached = self._lines.get(y)
+        if cached is not None and cached[0] == signature:
+            return cached[1]
+        strip = self._build_line(y, layout, styles)
+        self._lines[y] = (signature, strip)
+        return strip
+
+    def _build_line(self, line: int, layout: MapLayout, styles: CellStyles) -> Strip:
+        palette = styles.palette
+        names = self._line_names(line, layout)
+        segments: list[Segment] = [
+            Segment((names[0] if names else "").ljust(layout.label_width), palette.dim)
+        ]
         after_selected = False
         for name in names:
-            node = by_name[name]
             selected = name == self.selected
-            dimmed = self._filtered and name not in self.highlighted
             # The separators either side of the selected node become a bracket in the selection colour.
             if selected:
-                segments.append(Segment("\u2590", palette.selection))
+                segments.append(Segment(LEFT_BRACKET, palette.selection))
             elif after_selected:
-                segments.append(Segment("\u258c", palette.selection))
+                segments.append(Segment(RIGHT_BRACKET, palette.selection))
             else:
                 segments.append(Segment(" ", palette.empty))
             after_selected = selected
-            row = rows.get(name)
-            crit = row is not None and row.severity is Severity.CRIT
+            codes = self._codes[name][2]
+            dimmed = self._filtered and name not in self.highlighted
             if layout.compact:
-                segments.extend(self._compact_cells(node, cells, palette, dimmed))
+                self._compact_cells(segments, codes, styles, dimmed)
             else:
-                segments.extend(self._wide_cells(node, layout.cell_width, palette, dimmed, crit))
+                self._wide_cells(segments, codes, styles, dimmed, layout.cell_width)
         if after_selected:
-            segments.append(Segment("\u258c", palette.selection))
-        strip = Strip(segments)
-        return strip.crop_extend(0, width, palette.empty)
+            segments.append(Segment(RIGHT_BRACKET, palette.selection))
+        return Strip(segments).crop_extend(0, self.size.width, palette.empty)
 
-    def _cell_style(self, node: NodeSample, gpu: GpuSample | None, palette: Palette) -> tuple[Style, str]:
-        """Style and glyph of one GPU cell. Glyphs repeat what colour says, for colour-blind users."""
-        if node.reachability is Reachability.DOWN:
-            return palette.down, "\u00d7"
-        if gpu is None:
-            return palette.missing, "-"
-        if node.reachability is Reachability.STALE:
-            return palette.stale, "\u00b7"
-        value = self.metric.of(gpu)
-        if value is None:
-            return palette.na, "m" if gpu.mig_enabled else "?"
-        return palette.heat_bg[self.scales[self.metric].step(value)], " "
-
-    def _gpu_slots(self, node: NodeSample) -> list[GpuSample | None]:
-        slots: list[GpuSample | None] = [None] * self._gpus_per_node
-        for gpu in node.gpus:
-            if 0 <= gpu.index < self._gpus_per_node:
-                slots[gpu.index] = gpu
-        return slots
-
+    @staticmethod
     def _wide_cells(
-        self, node: NodeSample, cell_width: int, palette: Palette, dimmed: bool, crit: bool
-    ) -> list[Segment]:
-        out: list[Segment] = []
-        expected = node.expected_gpu_count or len(node.gpus)
-        for index, gpu in enumerate(self._gpu_slots(node)):
-            if gpu is None and index >= expected:
-                out.append(Segment(" " * cell_width, palette.empty))
+        segments: list[Segment], codes: Codes, styles: CellStyles, dimmed: bool, width: int
+    ) -> None:
+        table = styles.dimmed if dimmed else styles.plain
+        run_code, run_length = codes[0], 0
+        for code in (*codes, -1):  # -1 flushes the last run
+            if code == run_code:
+                run_length += 1
                 continue
-            style, glyph = self._cell_style(node, gpu, palette)
-            if glyph == " " and crit and gpu is not None and self._gpu_has_crit(node.name, gpu.index):
-                glyph = "!"
-            if dimmed:
-                style = style + Style(dim=True)
-                glyph = glyph if glyph != " " else "\u2591"
-            # state glyphs fill the cell; "!" marks the left of a heat-coloured cell
-            text = glyph.ljust(cell_width) if glyph in " !" else glyph * cell_width
-            out.append(Segment(text, style))
-        return out
+            style, glyph = table[run_code]
+            # a state glyph fills its cell; "!" marks the left of a heat-coloured cell
+            cell = glyph * width if glyph not in " !" else glyph.ljust(width)
+            segments.append(Segment(cell * run_length, style))
+            run_code, run_length = code, 1
 
-    def _gpu_has_crit(self, node: str, gpu_index: int) -> bool:
-        row = self._view.rows.get(node) if self._view else None
-        if row is None:
-            return False
-        return any(p.severity is Severity.CRIT and p.gpu_index == gpu_index for p in row.problems)
+    @staticmethod
+    def _compact_cells(segments: list[Segment], codes: Codes, styles: CellStyles, dimmed: bool) -> None:
+        columns = (len(codes) + 1) // 2
+        run_style: Style | None = None
+        run_length = 0
+        for column in range(columns):
+            top = codes[column]
+            bottom = codes[column + columns] if column + columns < len(codes) else EMPTY
+            style = styles.half(top, bottom, dimmed)
+            if style is run_style:
+                run_length += 1
+                continue
+            if run_style is not None:
+                segments.append(Segment(UPPER_HALF * run_length, run_style))
+            run_style, run_length = style, 1
+        if run_style is not None:
+            segments.append(Segment(UPPER_HALF * run_length, run_style))
 
-    def _compact_cells(self, node: NodeSample, cells: int, palette: Palette, dimmed: bool) -> list[Segment]:
-        slots = self._gpu_slots(node)
-        expected = node.expected_gpu_count or len(node.gpus)
-        out: list[Segment] = []
-        for column in range(cells):
-            top_index, bottom_index = column, column + cells
-            top = self._half_color(node, slots, top_index, expected, palette)
-            bottom = self._half_color(node, slots, bottom_index, expected, palette)
-            style = Style(color=top, bgcolor=bottom)
-            if dimmed:
-                style += Style(dim=True)
-            out.append(Segment(UPPER_HALF, style))
-        return out
-
-    def _half_color(
-        self, node: NodeSample, slots: list[GpuSample | None], index: int, expected: int, palette: Palette
-    ) -> Color | None:
-        if index >= len(slots) or (slots[index] is None and index >= expected):
-            return palette.empty.bgcolor
-        style, _glyph = self._cell_style(node, slots[index], palette)
-        return style.bgcolor
-
-    def _legend(self, palette: Palette, layout: MapLayout) -> list[Segment]:
+    def _legend(self, styles: CellStyles, layout: MapLayout) -> list[Segment]:
+        palette = styles.palette
         scale = self.scales[self.metric]
         segments = [Segment(f"{self.metric.label.capitalize()}: ", palette.text)]
         marks = dict(scale.legend(self.metric))
         for step, style in enumerate(palette.heat_bg):
             text = marks.get(step)
-            if text is not None:
-                segments.append(Segment(f" {text} ", style))
-            else:
-                segments.append(Segment("  ", style))
+            segments.append(Segment(f" {text} " if text is not None else "  ", style))
         segments.append(Segment("  ", palette.empty))
-        for style, glyph, meaning in (
-            (palette.down, "\u00d7", "down"),
-            (palette.stale, "\u00b7", "stale"),
-            (palette.missing, "-", "missing"),
-            (palette.na, "m", "MIG/n/a"),
-        ):
+        for code, meaning in ((DOWN, "down"), (STALE, "stale"), (MISSING, "missing"), (MIG_NA, "MIG/n/a")):
+            style, glyph = styles.plain[code]
             segments.append(Segment(glyph, style))
             segments.append(Segment(f" {meaning}  ", palette.dim))
         if not layout.compact:
@@ -321,5 +408,5 @@ class ClusterMap(Widget, can_focus=True):
 
     def select(self, name: str) -> None:
         """Select a node without announcing it (the table already knows)."""
-        if name in self._index:
+        if name in self._index and name != self.selected:
             self.selected = name

@@ -14,7 +14,7 @@ from rich.segment import Segment
 from rich.style import Style
 from textual import events
 from textual.binding import Binding
-from textual.geometry import Size
+from textual.geometry import Region, Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
@@ -118,7 +118,8 @@ COLUMNS: tuple[Column, ...] = (
         "Problem",
         0,
         False,
-        lambda r: (SEVERITY_ORDER[r.severity], -len(r.problems), natural_key(r.name)),
+        # rows arrive in natural name order and the sort is stable, so ties stay in name order
+        lambda r: (SEVERITY_ORDER[r.severity], -len(r.problems)),
         _problem_cell,
     ),
 )
@@ -188,6 +189,7 @@ class NodeTable(ScrollView, can_focus=True):
         ordered = sorted(rows, key=column.sort_key, reverse=self.sort_reverse)
         self.order = [r.name for r in ordered]
         self._row_index = {name: i for i, name in enumerate(self.order)}
+        self._name_width = max([len(n) for n in self.order] + [COLUMNS[0].width - 2]) + 2
         if self.cursor_name not in self._row_index:
             self.cursor_name = self.order[0] if self.order else None
         self.virtual_size = Size(0, len(self.order) + 1)  # width 0: never a horizontal scrollbar
@@ -195,6 +197,7 @@ class NodeTable(ScrollView, can_focus=True):
         self.refresh()
 
     _row_index: dict[str, int] = {}
+    _name_width = COLUMNS[0].width
 
     @property
     def cursor_index(self) -> int:
@@ -207,7 +210,7 @@ class NodeTable(ScrollView, can_focus=True):
     # -- rendering --------------------------------------------------------------------------------------
     def _layout(self, total: int) -> list[tuple[Column, int]]:
         """The columns that fit in `total` characters, with their widths; the last takes what is left."""
-        name_width = max([len(n) for n in self.order] + [COLUMNS[0].width - 2]) + 2
+        name_width = self._name_width
         columns = list(COLUMNS)
         dropped = iter(DROP_ORDER)
 
@@ -274,11 +277,21 @@ class NodeTable(ScrollView, can_focus=True):
         if not self.order:
             return
         index = max(0, min(len(self.order) - 1, index))
-        self.cursor_name = self.order[index]
-        self._lines.clear()
-        self.refresh()
-        self._scroll_cursor_into_view(index)
-        self.post_message(NodeSelected(self.cursor_name))
+        self._set_cursor(self.order[index])
+        self.post_message(NodeSelected(self.order[index]))
+
+    def _set_cursor(self, name: str) -> None:
+        """Move the cursor, repainting just the two rows it leaves and enters."""
+        old_index = self._row_index.get(self.cursor_name or "")
+        self.cursor_name = name
+        new_index = self._row_index[name]
+        for index in (old_index, new_index):
+            if index is not None:
+                self._lines.pop(index, None)
+                y = index - self.scroll_offset.y + 1
+                if 1 <= y < self.size.height:
+                    self.refresh(Region(0, y, self.size.width, 1))
+        self._scroll_cursor_into_view(new_index)
 
     def _scroll_cursor_into_view(self, index: int) -> None:
         body_height = max(1, self.size.height - 1)
@@ -310,11 +323,8 @@ class NodeTable(ScrollView, can_focus=True):
 
     def select(self, name: str) -> None:
         """Move the cursor to a node chosen elsewhere (the map), without announcing it back."""
-        if name in self._row_index:
-            self.cursor_name = name
-            self._lines.clear()
-            self.refresh()
-            self._scroll_cursor_into_view(self._row_index[name])
+        if name in self._row_index and name != self.cursor_name:
+            self._set_cursor(name)
 
     def on_click(self, event: events.Click) -> None:
         if event.y == 0:
