@@ -17,6 +17,8 @@ from collections.abc import Callable, Sequence
 from gputop.clock import Clock
 from gputop.core.config import PollConfig, Thresholds
 from gputop.core.health import format_age
+from gputop.core.heatmap import CellCodes, cell_codes
+from gputop.core.metrics import Metric, heat_scales
 from gputop.core.models import (
     ClusterSnapshot,
     NodeSample,
@@ -57,6 +59,9 @@ class Poller:
         self.on_view = on_view
         self.is_demo = is_demo
         self.view: ClusterView | None = None
+        # the metric whose map cells each view carries; the UI sets it when the user switches
+        self.cell_metric = Metric.UTIL
+        self.scales = heat_scales(thresholds.temp_warn_c, thresholds.mem_warn_pct, thresholds.power_warn_pct)
         self.last_tick_cpu_s: float = 0.0
         self._last_results: dict[str, SourceResult] = {}
         self._source_errors: dict[str, str] = {}
@@ -115,12 +120,25 @@ class Poller:
         )
         previous = self.view
         rows: dict[str, NodeRow] = {}
+        cells: dict[str, CellCodes] = {}
+        metric = self.cell_metric
+        scale = self.scales[metric]
+        reuse_cells = previous is not None and previous.cells_metric is metric
         # Derived a slice at a time, yielding between slices: a 1,000-node cluster never holds a key press.
         for start in range(0, len(snapshot.nodes), DERIVE_CHUNK_NODES):
             chunk = snapshot.nodes[start : start + DERIVE_CHUNK_NODES]
-            rows.update(derive_rows(snapshot, chunk, self.thresholds, previous))
+            chunk_rows = derive_rows(snapshot, chunk, self.thresholds, previous)
+            for node in chunk:
+                row = chunk_rows[node.name]
+                if reuse_cells and previous is not None and previous.rows.get(node.name) is row:
+                    cells[node.name] = previous.cells[node.name]
+                else:
+                    cells[node.name] = cell_codes(node, row.problems, metric, scale)
+            rows.update(chunk_rows)
             await asyncio.sleep(0)
-        view = ClusterView(snapshot=snapshot, rows=rows, summary=summarize(rows.values()))
+        view = ClusterView(
+            snapshot=snapshot, rows=rows, summary=summarize(rows.values()), cells=cells, cells_metric=metric
+        )
         delta = diff_snapshots(previous.snapshot if previous else None, snapshot)
         self.view = view
         self.last_tick_cpu_s = time.process_time() - cpu_started

@@ -23,7 +23,7 @@ io.open = refuse
 os.listdir = refuse
 socket.socket = refuse
 import gputop.core.models, gputop.core.config, gputop.core.health, gputop.core.summary
-import gputop.core.filter, gputop.core.metrics, gputop.core.nodeset
+import gputop.core.filter, gputop.core.metrics, gputop.core.nodeset, gputop.core.heatmap
 import gputop.core
 print("\\n".join(sorted(sys.modules)))
 """

@@ -152,6 +152,16 @@ def test_async_advance_matches_sync() -> None:
     assert sync.result() == chunked.result()
 
 
+def test_result_built_in_slices_matches_result_and_is_reused() -> None:
+    whole = SimulatedCluster(nodes=64, start_time_s=T0)
+    sliced = SimulatedCluster(nodes=64, start_time_s=T0)
+    whole.advance_to(T0 + 12)
+    sliced.advance_to(T0 + 12)
+    built = asyncio.run(sliced.result_and_yield(chunk_nodes=7))
+    assert built == whole.result()
+    assert sliced.result() is built  # no step since: the same objects come back
+
+
 def test_advance_and_yield_hands_back_the_loop() -> None:
     sim = SimulatedCluster(nodes=300, start_time_s=T0)
     ticks = 0

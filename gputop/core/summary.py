@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 
 from gputop.core.config import Thresholds
 from gputop.core.health import Problem, assess_node
+from gputop.core.heatmap import CellCodes
+from gputop.core.metrics import Metric
 from gputop.core.models import ClusterSnapshot, NodeSample, Reachability, Severity, SlurmNode, percent
 
 
@@ -69,6 +71,9 @@ class ClusterView:
     snapshot: ClusterSnapshot
     rows: Mapping[str, NodeRow]
     summary: ClusterSummary
+    # the cluster map's cell codes for one metric, by node (empty: the map computes its own)
+    cells: Mapping[str, CellCodes] = field(default_factory=dict)
+    cells_metric: Metric | None = None
 
 
 def _mean(values: list[float]) -> float | None:

@@ -31,7 +31,7 @@ class SimulatorSource:
     async def collect(self, now_s: float) -> SourceResult:
         # Steps in chunks and yields between them, so a 1,000-node step never holds up a key press.
         await self.cluster.advance_and_yield(now_s)
-        return self.cluster.result()
+        return await self.cluster.result_and_yield()
 
     async def close(self) -> None:
         return None

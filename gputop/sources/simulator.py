@@ -344,6 +344,29 @@ class SimulatedCluster:
                 self._evolve_nodes(done, self._n)
                 self._step_index += 1
 
+    async def result_and_yield(self, chunk_nodes: int = 100) -> SourceResult:
+        """`result`, built a slice of nodes at a time with the event loop handed back in between."""
+        if self._result is not None and self._result_step == self._step_index:
+            return self._result
+        step_index = self._step_index
+        t = self.now_s
+        g_per = self.gpus_per_node
+        frozen = self._frozen
+        nodes: list[NodeSample] = []
+        for lo in range(0, self._n, max(1, chunk_nodes)):
+            hi = min(self._n, lo + max(1, chunk_nodes))
+            gpus = self._build_gpus(lo * g_per, hi * g_per)
+            nodes.extend(
+                frozen if frozen is not None and i == self._frozen_node else self._node_sample(i, gpus, t, lo)
+                for i in range(lo, hi)
+            )
+            await asyncio.sleep(0)
+            if self._step_index != step_index:  # a step ran meanwhile: its result supersedes this one
+                return self.result()
+        self._result = SourceResult(nodes=tuple(nodes), slurm=self._slurm_state(t))
+        self._result_step = step_index
+        return self._result
+
     def result(self) -> SourceResult:
         """Every node and Slurm as of the last step. Asked again without a step in between, the same
         objects come back; the frozen node's sample never changes."""
@@ -1042,7 +1065,7 @@ class SimulatedCluster:
             gone = self._incident_gpu("missing_gpu")
             self._fixups[at["missing_gpu"]] = lambda gpus: [s for s in gpus if s.index != gone]
 
-    def _build_gpus(self) -> list[GpuSample]:
+    def _build_gpus(self, first: int = 0, stop: int | None = None) -> list[GpuSample]:
         """Every GPU's sample from the current state, in the units and precision nvidia-smi reports.
 
         The hot path of a tick. Rounding adds and subtracts 1.5 * 2**52, which leaves a float rounded to
@@ -1066,18 +1089,22 @@ class SimulatedCluster:
         r = _ROUNDER
         out: list[GpuSample] = []
         append = out.append
-        state = zip(
-            self._gjob,
-            self._util,
-            self._temp,
-            self._power,
-            self._mem,
-            self._gidx,
-            self._uuid,
-            self._gpci,
-            self._ecc,
-            self._procs,
-            strict=True,
+        state = itertools.islice(
+            zip(
+                self._gjob,
+                self._util,
+                self._temp,
+                self._power,
+                self._mem,
+                self._gidx,
+                self._uuid,
+                self._gpci,
+                self._ecc,
+                self._procs,
+                strict=True,
+            ),
+            first,
+            stop,
         )
         for job, u, t, p, mem, k, uuid, pci, ecc, procs in state:
             ti = t + r - r
@@ -1119,9 +1146,11 @@ class SimulatedCluster:
             )
         return out
 
-    def _node_sample(self, i: int, gpus: list[GpuSample], t: float) -> NodeSample:
+    def _node_sample(self, i: int, gpus: list[GpuSample], t: float, first_node: int = 0) -> NodeSample:
+        """Node i's sample; `gpus` holds the GPUs of the nodes from `first_node` on."""
         g_per = self.gpus_per_node
-        mine = gpus[i * g_per : (i + 1) * g_per]
+        offset = (i - first_node) * g_per
+        mine = gpus[offset : offset + g_per]
         fixup = self._fixups.get(i)
         if fixup is not None:
             mine = fixup(mine)

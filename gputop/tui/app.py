@@ -83,6 +83,7 @@ class GputopApp(App[None]):
             on_view=self._on_poller_view,
             is_demo=settings.is_demo,
         )
+        self.poller.cell_metric = self.metric
 
     # -- themes -----------------------------------------------------------------------------------------
     def get_theme_variable_defaults(self) -> dict[str, str]:
@@ -184,6 +185,7 @@ class GputopApp(App[None]):
 
     def set_metric(self, metric: Metric) -> None:
         self.metric = metric
+        self.poller.cell_metric = metric
         dashboard = self._dashboard()
         if dashboard is not None:
             dashboard.show_metric(metric)

@@ -20,8 +20,9 @@ from textual.reactive import reactive
 from textual.strip import Strip
 from textual.widget import Widget
 
+from gputop.core.heatmap import CRIT_FLAG, DOWN, EMPTY, MIG_NA, MISSING, NA, STALE, CellCodes, cell_codes
 from gputop.core.metrics import HEAT_STEPS, HeatScale, Metric
-from gputop.core.models import NodeSample, Reachability, Severity
+from gputop.core.models import NodeSample
 from gputop.core.summary import ClusterView, NodeRow
 from gputop.tui.messages import NodeOpened, NodeSelected
 from gputop.tui.palette import Palette, PaletteCache
@@ -30,11 +31,7 @@ UPPER_HALF = "\u2580"  # upper half block: foreground paints the top GPU, backgr
 LEFT_BRACKET = "\u2590"  # right half block, hugging the selected node's first cell
 RIGHT_BRACKET = "\u258c"  # left half block, hugging its last cell
 
-# Cell codes: 0..9 heat steps, CRIT_FLAG + step for a GPU with a critical problem, then states.
-CRIT_FLAG = 16
-DOWN, MISSING, STALE, MIG_NA, NA, EMPTY = 10, 11, 12, 13, 14, 15
-
-Codes = tuple[int, ...]
+Codes = CellCodes
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,33 +177,16 @@ class ClusterMap(Widget, can_focus=True):
             row = rows.get(node.name)
             entry = cached.get(node.name)
             if entry is None or entry[0] is not node or entry[1] is not row:
-                cached[node.name] = (node, row, self._node_codes(node, row))
+                cached[node.name] = (node, row, self._node_codes(node, row, view))
 
-    def _node_codes(self, node: NodeSample, row: NodeRow | None) -> Codes:
-        width = self._gpus_per_node
-        expected = min(width, node.expected_gpu_count or len(node.gpus))
-        if node.reachability is Reachability.DOWN:
-            return (DOWN,) * expected + (EMPTY,) * (width - expected)
-        codes = [MISSING] * expected + [EMPTY] * (width - expected)
-        stale = node.reachability is Reachability.STALE
-        crit_gpus: set[int | None] = set()
-        if row is not None and row.problems and row.problems[0].severity is Severity.CRIT:
-            crit_gpus = {p.gpu_index for p in row.problems if p.severity is Severity.CRIT}
-        value_of = self.metric.of
-        step = self.scales[self.metric].step
-        for gpu in node.gpus:
-            index = gpu.index
-            if not 0 <= index < width:
-                continue
-            if stale:
-                codes[index] = STALE
-                continue
-            value = value_of(gpu)
-            if value is None:
-                codes[index] = MIG_NA if gpu.mig_enabled else NA
-            else:
-                codes[index] = step(value) + (CRIT_FLAG if index in crit_gpus else 0)
-        return tuple(codes)
+    def _node_codes(self, node: NodeSample, row: NodeRow | None, view: ClusterView) -> Codes:
+        codes = view.cells.get(node.name) if view.cells_metric is self.metric else None
+        if codes is None:
+            problems = row.problems if row is not None else ()
+            codes = cell_codes(node, problems, self.metric, self.scales[self.metric])
+        # every node as wide as the widest, so groups line up
+        pad = self._gpus_per_node - len(codes)
+        return codes + (EMPTY,) * pad if pad > 0 else codes[: self._gpus_per_node]
 
     # -- geometry ---------------------------------------------------------------------------------------
     def layout_for(self, width: int, screen_height: int) -> MapLayout:

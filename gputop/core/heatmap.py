@@ -1,0 +1,47 @@
+"""Each GPU of a node as a small integer for the cluster map: a heat step of the chosen metric, or a state.
+
+Computed once per node per tick (by the poller, a slice at a time), so the map only looks codes up.
+"""
+
+from __future__ import annotations
+
+from gputop.core.health import Problem
+from gputop.core.metrics import HeatScale, Metric
+from gputop.core.models import NodeSample, Reachability, Severity
+
+# 0..9 are heat steps; CRIT_FLAG + step marks a GPU with a critical problem; then the states.
+CRIT_FLAG = 16
+DOWN, MISSING, STALE, MIG_NA, NA, EMPTY = 10, 11, 12, 13, 14, 15
+
+CellCodes = tuple[int, ...]
+
+
+def cell_codes(
+    node: NodeSample, problems: tuple[Problem, ...], metric: Metric, scale: HeatScale
+) -> CellCodes:
+    """One code per GPU slot, index = GPU index; slots up to the expected count that no GPU fills are
+    MISSING."""
+    width = max(node.expected_gpu_count or 0, max((g.index for g in node.gpus), default=-1) + 1)
+    expected = node.expected_gpu_count if node.expected_gpu_count is not None else width
+    if node.reachability is Reachability.DOWN:
+        return (DOWN,) * width
+    codes = [MISSING if i < expected else EMPTY for i in range(width)]
+    crit_gpus: set[int | None] = set()
+    if problems and problems[0].severity is Severity.CRIT:
+        crit_gpus = {p.gpu_index for p in problems if p.severity is Severity.CRIT}
+    if node.reachability is Reachability.STALE:
+        for gpu in node.gpus:
+            if gpu.index >= 0:
+                codes[gpu.index] = STALE
+        return tuple(codes)
+    value_of = metric.of
+    step = scale.step
+    for gpu in node.gpus:
+        if gpu.index < 0:
+            continue
+        value = value_of(gpu)
+        if value is None:
+            codes[gpu.index] = MIG_NA if gpu.mig_enabled else NA
+        else:
+            codes[gpu.index] = step(value) + (CRIT_FLAG if gpu.index in crit_gpus else 0)
+    return tuple(codes)
