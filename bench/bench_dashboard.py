@@ -31,6 +31,9 @@ from typing import Any
 os.environ["COLORTERM"] = "truecolor"
 os.environ.pop("NO_COLOR", None)
 
+# gputop's UI package sets Textual's defaults (its frame rate) before Textual is first imported, as it
+# does when gputop runs: import it first.
+import gputop.tui  # noqa: F401, I001
 from textual import events
 
 from gputop.cli import build_demo_app
