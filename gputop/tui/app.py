@@ -23,6 +23,7 @@ from gputop.tui.palette import Palette, PaletteCache
 from gputop.tui.screens.dashboard import DashboardScreen
 from gputop.tui.screens.help import HelpScreen
 from gputop.tui.screens.node import NodeScreen
+from gputop.tui.strips import patch_strip_divide
 from gputop.tui.widgets.cluster_map import ClusterMap
 from gputop.tui.widgets.node_table import NodeTable
 from gputop.tui.widgets.status_header import StatusHeader
@@ -40,6 +41,9 @@ class AppSettings:
     metric: Metric | None = None
     theme_dirs: list[object] = field(default_factory=list)  # None/empty: the packaged and user dirs
     freeze_gc: bool = True
+
+
+patch_strip_divide()
 
 
 class ViewUpdated(Message):
@@ -153,14 +157,12 @@ class GputopApp(App[None]):
     @staticmethod
     def _freeze_gc() -> None:
         # Everything built at start-up lives for the whole session: gc.freeze() takes it out of the
-        # collector's sight. Each tick then leaves about 20,000 tracked objects alive for a second and
-        # some cyclic garbage (Textual's strips cache themselves); an older-generation collection pays
-        # for both. Measured on 1,000 nodes (bench/bench_dashboard.py): Python's defaults give a 19 ms
-        # full collection every second or so; never collecting generation 1 lets one grow to 0.5 s;
-        # these settings keep the longest pause near 14 ms.
+        # collector's sight. With strips no longer caching themselves (gputop.tui.strips) a tick leaves no
+        # cyclic garbage, so young collections stay small (under 2 ms on 1,000 nodes, measured) and the
+        # full collections, which would walk every tick's live objects, are made rare.
         gc.collect()
         gc.freeze()
-        gc.set_threshold(10_000, 5, 1_000)
+        gc.set_threshold(700, 10, 1_000)
 
     # -- actions reachable from keys and the command palette ---------------------------------------------
     def action_refresh(self) -> None:

@@ -26,6 +26,7 @@ from gputop.core.models import NodeSample
 from gputop.core.summary import ClusterView, NodeRow
 from gputop.tui.messages import NodeOpened, NodeSelected
 from gputop.tui.palette import Palette, PaletteCache
+from gputop.tui.strips import line_strip
 
 UPPER_HALF = "\u2580"  # upper half block: foreground paints the top GPU, background the bottom one
 LEFT_BRACKET = "\u2590"  # right half block, hugging the selected node's first cell
@@ -272,9 +273,9 @@ class ClusterMap(Widget, can_focus=True):
         layout = self._current_layout()
         width = self.size.width
         if y == layout.rows:
-            return Strip(self._legend(styles, layout)).crop_extend(0, width, styles.palette.empty)
+            return line_strip(self._legend(styles, layout), width, styles.palette.empty)
         if self._view is None or y > layout.rows:
-            return Strip.blank(width, styles.palette.empty)
+            return line_strip([], width, styles.palette.empty)
         signature = self._signature(y, layout)
         cached = self._lines.get(y)
         if cached is not None and cached[0] == signature:
@@ -308,7 +309,7 @@ class ClusterMap(Widget, can_focus=True):
                 self._wide_cells(segments, codes, styles, dimmed, layout.cell_width)
         if after_selected:
             segments.append(Segment(RIGHT_BRACKET, palette.selection))
-        return Strip(segments).crop_extend(0, self.size.width, palette.empty)
+        return line_strip(segments, self.size.width, palette.empty)
 
     @staticmethod
     def _wide_cells(

@@ -26,6 +26,7 @@ from gputop.core.summary import ClusterView, NodeRow
 from gputop.tui import format as fmt
 from gputop.tui.messages import NodeOpened, NodeSelected
 from gputop.tui.palette import Palette, PaletteCache
+from gputop.tui.strips import line_strip
 
 Cell = tuple[str, Severity | None]
 
@@ -245,13 +246,13 @@ class NodeTable(ScrollView, can_focus=True):
                 title += "\u25bc" if self.sort_reverse else "\u25b2"
             text = title.rjust(col_width) if column.right else title.ljust(col_width)
             segments.append(Segment(text[:col_width] + " ", palette.header))
-        return Strip(segments).crop_extend(0, width, palette.header)
+        return line_strip(segments, width, palette.header)
 
     def _build_row(self, index: int) -> Strip:
         palette = self._palettes.get(self.app)
         width = self.size.width
         if self._view is None or index >= len(self.order):
-            return Strip.blank(width, palette.empty)
+            return line_strip([], width, palette.empty)
         name = self.order[index]
         row = self._view.rows[name]
         is_cursor = name == self.cursor_name
@@ -264,7 +265,7 @@ class NodeTable(ScrollView, can_focus=True):
             style = base if severity is None else self._severity_style(palette, severity, is_cursor)
             segments.append(Segment(text, style))
             segments.append(Segment(" ", base))
-        return Strip(segments).crop_extend(0, width, base)
+        return line_strip(segments, width, base)
 
     @staticmethod
     def _severity_style(palette: Palette, severity: Severity, is_cursor: bool) -> Style:
