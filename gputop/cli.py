@@ -89,7 +89,12 @@ def _check_demo_args(args: argparse.Namespace) -> str | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    if words[:1] == ["parse"]:  # a subcommand beside the dashboard's flags, which stay as they were
+        from gputop.parse_command import main as parse_main
+
+        return parse_main(words[1:])
+    args = build_parser().parse_args(words)
     try:
         config = _load_config(args)
     except ConfigError as err:

@@ -1,0 +1,88 @@
+"""What gputop runs on a node, as data: a site can override any entry in its config.
+
+The metrics stream is one long-lived `nvidia-smi --query-gpu ... -lms` per node, read line by line; the
+slow facts are separate commands on the same connection, each on its own cadence and with a timeout.
+Bare `nvidia-smi` is never run: on NVSwitch systems it can hang for 15-20 s.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+
+from gputop.core.parsers.compute_apps import COMPUTE_APPS_FIELDS
+from gputop.core.parsers.query_gpu import QUERY_GPU_FIELDS
+
+__all__ = ["COMPUTE_APPS_FIELDS", "QUERY_GPU_FIELDS", "CommandSpec", "default_commands", "metrics_stream"]
+
+
+@dataclass(frozen=True, slots=True)
+class CommandSpec:
+    name: str
+    argv: tuple[str, ...]
+    parser: str  # a kind known to gputop.core.parsers (the same names `gputop parse` takes)
+    interval_s: float  # how often it runs; for a stream, how often it prints
+    timeout_s: float  # for a stream: how long without a line before the stream counts as dead
+    stream: bool = False
+
+    @property
+    def command_line(self) -> str:
+        """The argv as one remote command line, every word quoted (SSH runs a string in a shell)."""
+        return shlex.join(self.argv)
+
+
+def metrics_stream(interval_s: float) -> CommandSpec:
+    interval_ms = max(100, round(interval_s * 1000))
+    return CommandSpec(
+        name="metrics",
+        argv=(
+            "nvidia-smi",
+            f"--query-gpu={','.join(QUERY_GPU_FIELDS)}",
+            "--format=csv,noheader,nounits",
+            "-lms",
+            str(interval_ms),
+        ),
+        parser="query-gpu",
+        interval_s=interval_ms / 1000,
+        timeout_s=max(5.0, 5 * interval_ms / 1000),
+        stream=True,
+    )
+
+
+def default_commands(interval_s: float = 1.0, slow_interval_s: float = 60.0) -> dict[str, CommandSpec]:
+    """Every command the SSH source runs, by name."""
+    slow = slow_interval_s
+
+    def once(
+        name: str, argv: tuple[str, ...], parser: str, every_s: float, timeout_s: float = 10.0
+    ) -> CommandSpec:
+        return CommandSpec(name, argv, parser, every_s, timeout_s)
+
+    commands = [
+        metrics_stream(interval_s),
+        once(
+            "processes",
+            (
+                "nvidia-smi",
+                f"--query-compute-apps={','.join(COMPUTE_APPS_FIELDS)}",
+                "--format=csv,noheader,nounits",
+            ),
+            "compute-apps",
+            10.0,
+        ),
+        once("gpu_list", ("nvidia-smi", "-L"), "nvidia-smi-L", 5 * slow),
+        once("topology", ("nvidia-smi", "topo", "-m"), "topo", 5 * slow, 20.0),
+        once("nvlink", ("nvidia-smi", "nvlink", "-s"), "nvlink", slow, 20.0),
+        once("mig_gip", ("nvidia-smi", "mig", "-lgip"), "mig-lgip", 5 * slow),
+        once("mig_gipp", ("nvidia-smi", "mig", "-lgipp"), "mig-lgipp", 5 * slow),
+        once("mig_gi", ("nvidia-smi", "mig", "-lgi"), "mig-lgi", slow),
+        once("mig_ci", ("nvidia-smi", "mig", "-lci"), "mig-lci", slow),
+        once("ibstat", ("ibstat",), "ibstat", 30.0),
+        once(
+            "xid",
+            ("journalctl", "-k", "--no-pager", "-o", "short-iso", "--since", "-1h", "-g", "NVRM: Xid"),
+            "xid",
+            30.0,
+        ),
+    ]
+    return {c.name: c for c in commands}
