@@ -70,7 +70,12 @@ class Poller:
         self._stopping = False
 
     def refresh_now(self) -> None:
-        """Cut the current wait short: the next tick starts at once."""
+        """Cut the current wait short: the next tick starts at once, and sources that can (SSH) retry
+        failed nodes and rerun their slow commands now."""
+        for source in self.sources:
+            refresh = getattr(source, "refresh", None)
+            if refresh is not None:
+                refresh()
         self._wake.set()
 
     def stop(self) -> None:

@@ -126,6 +126,10 @@ class NodeSample:
     error: str | None = None  # a human reason when collection failed ("connection refused", ...)
     ib_ports: tuple[IbPort, ...] = ()
     xid_events: tuple[XidEvent, ...] = ()
+    # Slow facts as their parsers made them (topology, NVLink, MIG listings, ...), by command name, and
+    # why a slow command failed, by command name: shown on the node screen, never a node failure.
+    facts: Mapping[str, object] = field(default_factory=dict)
+    fact_errors: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def missing_gpu_count(self) -> int:

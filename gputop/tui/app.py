@@ -41,6 +41,7 @@ class AppSettings:
     metric: Metric | None = None
     theme_dirs: list[object] = field(default_factory=list)  # None/empty: the packaged and user dirs
     freeze_gc: bool = True
+    host_keys_unverified: bool = False  # the config turned host key checking off: the header says so
 
 
 patch_strip_divide()
@@ -186,6 +187,7 @@ class GputopApp(App[None]):
             is_demo=self.settings.is_demo,
             read_only=self.read_only,
             age_warn_s=self.settings.config.ui.refresh_age_warn_s,
+            host_keys_unverified=self.settings.host_keys_unverified,
         )
 
     def set_metric(self, metric: Metric) -> None:

@@ -15,6 +15,7 @@ from textual.widgets import DataTable, Footer, Static
 from gputop.core.config import Thresholds
 from gputop.core.health import format_age
 from gputop.core.models import GpuSample, NodeSample, Severity, SlurmState, SnapshotDelta
+from gputop.core.parsers.query_gpu import throttling_reasons
 from gputop.core.summary import ClusterView, NodeRow
 from gputop.tui import format as fmt
 from gputop.tui.palette import Palette
@@ -63,8 +64,9 @@ def gpu_cells(
         for p in gpu.processes
     )
     clock = fmt.mhz(gpu.sm_clock_mhz)
-    if gpu.throttle_reasons:
-        clock += " (throttled)"
+    slowed = throttling_reasons(gpu.throttle_reasons)
+    if slowed:
+        clock += f" ({slowed[0].replace('_', ' ')})"
     return {
         "gpu": str(gpu.index),
         "model": gpu.name.removeprefix("NVIDIA "),
@@ -72,7 +74,7 @@ def gpu_cells(
         "mem": _styled(mem_text, mem_sev, palette),
         "temp": _styled(fmt.temp(gpu.temp_c), temp_sev, palette),
         "power": fmt.power_pair(gpu.power_w, gpu.power_limit_w),
-        "clock": _styled(clock, Severity.WARN if gpu.throttle_reasons else None, palette),
+        "clock": _styled(clock, Severity.WARN if slowed else None, palette),
         "ecc": _styled(ecc, Severity.CRIT if gpu.ecc_uncorrected else None, palette),
         "mig": {True: "on", False: "off", None: "n/a"}[gpu.mig_enabled],
         "job": f"{job.job_id} {job.user}" if job else "-",

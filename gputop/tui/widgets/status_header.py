@@ -26,6 +26,7 @@ class StatusHeader(Widget):
         is_demo: bool,
         read_only: bool,
         age_warn_s: float,
+        host_keys_unverified: bool = False,
         **kwargs: object,
     ) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
@@ -33,6 +34,7 @@ class StatusHeader(Widget):
         self.is_demo = is_demo
         self.read_only = read_only
         self.age_warn_s = age_warn_s
+        self.host_keys_unverified = host_keys_unverified
         self._view: ClusterView | None = None
         self._palettes = PaletteCache()
 
@@ -53,6 +55,9 @@ class StatusHeader(Widget):
             text.append(" ")
         if self.read_only:
             text.append(" READ-ONLY ", palette.badge_readonly)
+            text.append(" ")
+        if self.host_keys_unverified:
+            text.append(" HOST KEYS NOT VERIFIED ", palette.severity_badge[Severity.CRIT])
             text.append(" ")
         view = self._view
         if view is None:

@@ -1,0 +1,70 @@
+"""Turns the lines of a streaming `nvidia-smi --query-gpu ... -lms N` into complete per-node GPU sets.
+
+nvidia-smi prints one line per GPU, in index order, every interval. A set is complete when the index
+goes back down (the next interval began) or when a line for every expected GPU has arrived; a set is
+never half-published, so the map never shows GPUs from two different moments as one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from gputop.core.models import GpuSample
+from gputop.core.parsers.common import ParseFailure
+from gputop.core.parsers.driver_errors import detect_driver_error
+from gputop.core.parsers.query_gpu import parse_query_gpu_line
+
+# After this many unreadable lines in a row the stream counts as broken (not one glitch).
+GARBAGE_LIMIT = 8
+
+
+@dataclass
+class MetricsAssembler:
+    fields: Sequence[str]
+    expected_gpus: int | None = None
+    complete: tuple[GpuSample, ...] | None = None  # the last complete set
+    error: str | None = None  # a reason when the stream is telling us something is broken
+    bad_lines: int = 0
+    _pending: list[GpuSample] = field(default_factory=list)
+    _garbage_run: int = 0
+
+    def feed(self, raw: bytes) -> bool:
+        """One line as received (bytes: nodes may print anything). True when a new set is complete."""
+        line = raw.decode("utf-8", errors="replace").strip()
+        if not line:
+            return False
+        parsed = parse_query_gpu_line(line, self.fields)
+        if parsed is None:
+            return False
+        if isinstance(parsed, ParseFailure):
+            return self._bad(line)
+        self._garbage_run = 0
+        published = False
+        if self._pending and parsed.index <= self._pending[-1].index:
+            published = self._publish()
+        self._pending.append(parsed)
+        if self.expected_gpus is not None and len(self._pending) >= self.expected_gpus:
+            published = self._publish() or published
+        return published
+
+    def flush(self) -> bool:
+        """The stream paused or ended: what has arrived is a set."""
+        return self._publish() if self._pending else False
+
+    def _publish(self) -> bool:
+        self.complete = tuple(self._pending)
+        self._pending = []
+        self.error = None
+        return True
+
+    def _bad(self, line: str) -> bool:
+        self.bad_lines += 1
+        self._garbage_run += 1
+        driver = detect_driver_error(line)
+        if driver is not None:
+            self.error = driver
+        elif self._garbage_run >= GARBAGE_LIMIT:
+            shown = line[:60] + ("..." if len(line) > 60 else "")
+            self.error = f"nvidia-smi prints unreadable output: {shown!r}"
+        return False

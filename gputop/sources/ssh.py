@@ -1,0 +1,141 @@
+"""The SSH source: watches a cluster's nodes agentlessly, one persistent connection per node.
+
+Each node runs as its own `NodeLink` task; `collect` only reads what the links hold, so a slow or dead
+node never delays the others, and builds a new NodeSample only for nodes whose data changed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import resource
+from collections.abc import Callable, Mapping
+
+from gputop.core.config import ClusterConfig, PollConfig
+from gputop.core.models import GpuProcess, GpuSample, IbPort, NodeSample, Reachability, SourceResult, XidEvent
+from gputop.core.parsers.xid import XidLog
+from gputop.sources.commands import CommandSpec, default_commands
+from gputop.sources.ssh_node import LinkSettings, NodeLink
+
+
+def raise_open_file_limit() -> int:
+    """Each connection costs a few file descriptors: lift the soft limit to the hard one."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or soft < hard:
+        target = hard if hard != resource.RLIM_INFINITY else max(soft, 65536)
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            return target
+    return soft
+
+
+def link_settings(cluster: ClusterConfig, poll: PollConfig) -> LinkSettings:
+    ssh = cluster.ssh
+    config_file = os.path.expanduser(ssh.config_file)
+    return LinkSettings(
+        user=ssh.user,
+        port=ssh.port,
+        config_file=config_file if os.path.exists(config_file) else None,
+        known_hosts=os.path.expanduser(ssh.known_hosts) if ssh.verify_host_keys else None,
+        identity_files=tuple(os.path.expanduser(p) for p in ssh.identity_files),
+        jump_host=ssh.jump_host,
+        connect_timeout_s=ssh.connect_timeout_s,
+        backoff_initial_s=poll.backoff_initial_s,
+        backoff_max_s=poll.backoff_max_s,
+        expected_gpus=cluster.gpus_per_node,
+    )
+
+
+class SshSource:
+    def __init__(
+        self,
+        cluster: ClusterConfig,
+        poll: PollConfig,
+        now: Callable[[], float],
+        commands: Mapping[str, CommandSpec] | None = None,
+    ) -> None:
+        self.name = f"ssh:{cluster.name}"
+        self.cluster = cluster
+        self.commands = dict(commands or default_commands(poll.interval_s, poll.slow_facts_interval_s))
+        self.settings = link_settings(cluster, poll)
+        self.now = now
+        self.links: dict[str, NodeLink] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+        self._samples: dict[str, tuple[int, NodeSample]] = {}
+
+    async def start(self) -> None:
+        raise_open_file_limit()
+        handshakes = asyncio.Semaphore(self.cluster.ssh.max_concurrent_handshakes)
+        for name in self.cluster.node_names:
+            link = NodeLink(name, self.settings, self.commands, self.now, handshakes)
+            self.links[name] = link
+            self._tasks.append(asyncio.create_task(link.run(), name=f"ssh:{name}"))
+
+    async def collect(self, now_s: float) -> SourceResult:
+        return SourceResult(nodes=tuple(self._sample(link) for link in self.links.values()))
+
+    def refresh(self) -> None:
+        for link in self.links.values():
+            link.refresh()
+
+    async def close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
+
+    # -- building samples -----------------------------------------------------------------------------
+    def _sample(self, link: NodeLink) -> NodeSample:
+        cached = self._samples.get(link.name)
+        if cached is not None and cached[0] == link.version:
+            return cached[1]
+        sample = node_sample(link, self.cluster.gpus_per_node)
+        self._samples[link.name] = (link.version, sample)
+        return sample
+
+
+def node_sample(link: NodeLink, expected_gpus: int | None) -> NodeSample:
+    facts = dict(link.facts)
+    processes = facts.pop("processes", None)
+    ibstat = facts.pop("ibstat", None)
+    xid = facts.pop("xid", None)
+    gpus = _with_processes(link.gpus, getattr(processes, "processes", ()))
+    seen = max((g.index for g in gpus), default=-1) + 1
+    # Never having heard from a node is DOWN; a node that did answer keeps its last values and ages.
+    reachability = Reachability.OK if link.sampled_at_s is not None else Reachability.DOWN
+    return NodeSample(
+        name=link.name,
+        reachability=reachability,
+        sampled_at_s=link.sampled_at_s,
+        gpus=gpus,
+        expected_gpu_count=expected_gpus if expected_gpus is not None else (seen or None),
+        error=link.error if link.error else (None if link.sampled_at_s else "connecting"),
+        ib_ports=_ib_ports(ibstat),
+        xid_events=_xid_events(xid, gpus),
+        facts=facts,
+        fact_errors=dict(link.fact_errors),
+    )
+
+
+def _with_processes(
+    gpus: tuple[GpuSample, ...], processes: tuple[tuple[str, GpuProcess], ...]
+) -> tuple[GpuSample, ...]:
+    if not processes:
+        return gpus
+    by_uuid: dict[str, list[GpuProcess]] = {}
+    for uuid, process in processes:
+        by_uuid.setdefault(uuid, []).append(process)
+    return tuple(g._replace(processes=tuple(by_uuid[g.uuid])) if g.uuid in by_uuid else g for g in gpus)
+
+
+def _ib_ports(ibstat: object) -> tuple[IbPort, ...]:
+    to_ports = getattr(ibstat, "to_ports", None)
+    return tuple(to_ports()) if to_ports is not None else ()
+
+
+def _xid_events(xid: object, gpus: tuple[GpuSample, ...]) -> tuple[XidEvent, ...]:
+    if not isinstance(xid, XidLog) or not xid.events:
+        return ()
+    # the kernel names a GPU by its PCI address; the stream says which index lives there
+    return xid.with_gpu_indices({g.pci_bus_id: g.index for g in gpus if g.pci_bus_id}).events

@@ -1,0 +1,267 @@
+"""One node over SSH: a persistent connection, the metrics stream, and the slow facts on their cadences.
+
+A `NodeLink` runs as one task for as long as gputop watches the node. It connects (through a shared
+semaphore, so a thousand handshakes do not start at once), keeps one streaming nvidia-smi open, runs each
+slow command on its own timer with a timeout, and when anything breaks records why, waits with
+exponential backoff and jitter, and connects again. A failure that retrying cannot fix (a host key or a
+refused key) is shown and left alone until someone asks for a refresh.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import random
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from gputop.core.models import GpuSample
+from gputop.core.parsers.common import ParseFailure
+from gputop.core.parsers.driver_errors import detect_driver_error
+from gputop.core.parsers.registry import registry
+from gputop.sources.commands import QUERY_GPU_FIELDS, CommandSpec
+from gputop.sources.metrics_stream import MetricsAssembler
+from gputop.sources.ssh_errors import Failure, describe
+
+
+@dataclass(frozen=True, slots=True)
+class LinkSettings:
+    """How to reach a node, from the cluster's ssh settings."""
+
+    user: str | None
+    port: int | None
+    config_file: str | None  # an ssh_config to honour (Host aliases, User, Port, IdentityFile, ProxyJump)
+    known_hosts: str | None  # None: host keys are not verified (an explicit, flagged config choice)
+    identity_files: tuple[str, ...]
+    jump_host: str | None
+    connect_timeout_s: float
+    backoff_initial_s: float
+    backoff_max_s: float
+    expected_gpus: int | None
+
+
+class StreamEnded(Exception):
+    """The metrics stream stopped; the message says why."""
+
+
+class NodeLink:
+    def __init__(
+        self,
+        name: str,
+        settings: LinkSettings,
+        commands: Mapping[str, CommandSpec],
+        now: Callable[[], float],
+        handshakes: asyncio.Semaphore,
+    ) -> None:
+        self.name = name
+        self.settings = settings
+        self.commands = dict(commands)
+        self.now = now
+        self.handshakes = handshakes
+        self.stream_spec = next(c for c in commands.values() if c.stream)
+        fields = _stream_fields(self.stream_spec)
+        self.assembler = MetricsAssembler(fields, settings.expected_gpus)
+        self.gpus: tuple[GpuSample, ...] = ()
+        self.sampled_at_s: float | None = None
+        self.facts: dict[str, Any] = {}  # parsed slow facts by command name
+        self.fact_errors: dict[str, str] = {}
+        self.error: str | None = None
+        self.connected = False
+        self.version = 0  # bumps whenever what the node shows changes
+        self._wake = asyncio.Event()
+        self._conn: Any = None
+
+    # -- control --------------------------------------------------------------------------------------
+    def refresh(self) -> None:
+        """Retry a failed node now, and rerun the slow commands, instead of waiting for their timers."""
+        self._wake.set()
+        asyncio.get_running_loop().call_soon(self._wake.clear)
+
+    async def run(self) -> None:
+        backoff_s = self.settings.backoff_initial_s
+        while True:
+            failure: Failure | None = None
+            try:
+                conn = await self._connect()
+            except asyncio.CancelledError:
+                raise
+            except Exception as err:
+                failure = describe(err, self.name, self.settings.connect_timeout_s)
+            else:
+                backoff_s = self.settings.backoff_initial_s
+                failure = await self._serve(conn)
+            self.connected = False
+            self._set_error(failure.reason)
+            if not failure.retry:
+                await self._wake.wait()  # only a refresh retries: no hammering a host that refuses us
+                continue
+            jittered_s = backoff_s * random.uniform(0.8, 1.2)  # noqa: S311 - spreading retries, not secrets
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), jittered_s)
+            backoff_s = min(self.settings.backoff_max_s, backoff_s * 2)
+
+    # -- connection -----------------------------------------------------------------------------------
+    async def _connect(self) -> Any:
+        import asyncssh
+
+        s = self.settings
+        options: dict[str, Any] = {
+            "connect_timeout": s.connect_timeout_s,
+            "keepalive_interval": 15,
+            "keepalive_count_max": 3,
+        }
+        if s.config_file is not None:
+            options["config"] = [s.config_file]
+        if s.known_hosts is None:
+            options["known_hosts"] = None
+        else:
+            # A known_hosts file that is not there trusts nothing: every host key is "not verifiable".
+            options["known_hosts"] = s.known_hosts if os.path.exists(s.known_hosts) else ()
+        if s.user is not None:
+            options["username"] = s.user
+        if s.port is not None:
+            options["port"] = s.port
+        if s.identity_files:
+            options["client_keys"] = list(s.identity_files)
+        if s.jump_host is not None:
+            options["tunnel"] = s.jump_host
+        async with self.handshakes:
+            return await asyncio.wait_for(asyncssh.connect(self.name, **options), s.connect_timeout_s + 5)
+
+    async def _serve(self, conn: Any) -> Failure:
+        """Stream metrics and run the slow facts until something breaks; say what broke."""
+        self._conn = conn
+        self.connected = True
+        self.version += 1
+        facts = [
+            asyncio.create_task(self._fact_loop(conn, spec), name=f"{self.name}:{spec.name}")
+            for spec in self.commands.values()
+            if not spec.stream
+        ]
+        try:
+            await self._stream(conn)
+            return Failure("metrics stream ended", retry=True)
+        except asyncio.CancelledError:
+            raise
+        except StreamEnded as ended:
+            return Failure(str(ended), retry=True)
+        except Exception as err:
+            return describe(err, self.name, self.stream_spec.timeout_s)
+        finally:
+            for task in facts:
+                task.cancel()
+            await asyncio.gather(*facts, return_exceptions=True)
+            conn.close()
+            self._conn = None
+
+    async def _stream(self, conn: Any) -> None:
+        import asyncssh
+
+        spec = self.stream_spec
+        process = await conn.create_process(spec.command_line, encoding=None, stderr=asyncssh.STDOUT)
+        try:
+            while True:
+                try:
+                    line = await asyncio.wait_for(process.stdout.readline(), spec.timeout_s)
+                except TimeoutError:
+                    if self.assembler.flush():
+                        self._publish()
+                    raise StreamEnded(f"no metrics from nvidia-smi for {spec.timeout_s:g}s") from None
+                if not line:
+                    if self.assembler.flush():
+                        self._publish()
+                    await process.wait_closed()
+                    raise StreamEnded(self._ended_reason(process.exit_status))
+                if self.assembler.feed(line):
+                    self._publish()
+                elif self.assembler.error is not None and self.assembler.error != self.error:
+                    self._set_error(self.assembler.error)
+        finally:
+            process.close()
+
+    def _ended_reason(self, exit_status: int | None) -> str:
+        if self.assembler.error is not None:
+            return self.assembler.error
+        if exit_status == 127:
+            return "nvidia-smi not installed (command not found)"
+        return f"metrics stream ended (nvidia-smi exit status {exit_status})"
+
+    def _publish(self) -> None:
+        self.gpus = self.assembler.complete or ()
+        self.sampled_at_s = self.now()
+        self.error = None
+        self.version += 1
+
+    def _set_error(self, reason: str) -> None:
+        if reason != self.error:
+            self.error = reason
+            self.version += 1
+
+    # -- slow facts -----------------------------------------------------------------------------------
+    async def _fact_loop(self, conn: Any, spec: CommandSpec) -> None:
+        # Spread the first runs so a thousand nodes do not all run topo -m in the same second.
+        await self._sleep_or_wake(random.uniform(0, min(spec.interval_s, 5.0)))  # noqa: S311
+        while True:
+            await self._run_fact(conn, spec)
+            await self._sleep_or_wake(spec.interval_s)
+
+    async def _sleep_or_wake(self, seconds: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), seconds)
+
+    async def _run_fact(self, conn: Any, spec: CommandSpec) -> None:
+        import asyncssh
+
+        try:
+            result = await conn.run(spec.command_line, encoding=None, timeout=spec.timeout_s, check=False)
+        except asyncio.CancelledError:
+            raise
+        except asyncssh.TimeoutError:
+            self._fact_failed(spec, f"{spec.argv[0]} did not finish within {spec.timeout_s:g}s")
+            return
+        except Exception as err:
+            self._fact_failed(spec, describe(err, self.name).reason)
+            return
+        out = _text(result.stdout)
+        err_text = _text(result.stderr)
+        if result.exit_status == 127 or "command not found" in err_text:
+            self._fact_failed(spec, f"{spec.argv[0]} not installed")
+            return
+        driver = detect_driver_error(out + "\n" + err_text)
+        if driver is not None:
+            self._fact_failed(spec, driver)
+            return
+        parser = registry().get(spec.parser)
+        if parser is None:
+            self._fact_failed(spec, f"no parser for {spec.parser}")
+            return
+        value = parser.parse(out)
+        if isinstance(value, ParseFailure):
+            self._fact_failed(spec, f"{spec.name}: {value.reason}")
+            return
+        self.facts[spec.name] = value
+        self.fact_errors.pop(spec.name, None)
+        self.version += 1
+
+    def _fact_failed(self, spec: CommandSpec, reason: str) -> None:
+        if self.fact_errors.get(spec.name) != reason:
+            self.fact_errors[spec.name] = reason
+            self.version += 1
+
+
+def _text(data: bytes | str | None) -> str:
+    if data is None:
+        return ""
+    if isinstance(data, bytes):
+        return data.decode("utf-8", errors="replace")
+    return data
+
+
+def _stream_fields(spec: CommandSpec) -> tuple[str, ...]:
+    """The fields a stream command asks for, read from its --query-gpu= argument."""
+    for arg in spec.argv:
+        if arg.startswith("--query-gpu="):
+            return tuple(f.strip() for f in arg.removeprefix("--query-gpu=").split(","))
+    return QUERY_GPU_FIELDS
