@@ -52,6 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--metric", choices=[m.value for m in Metric], help="what the cluster map shows first"
     )
     parser.add_argument("--read-only", action="store_true", help="no actions that change the cluster")
+    parser.add_argument("--local", action="store_true", help="watch this machine's GPUs through NVML")
     return parser
 
 
@@ -90,34 +91,29 @@ def _check_demo_args(args: argparse.Namespace) -> str | None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
-    if words[:1] == ["parse"]:  # a subcommand beside the dashboard's flags, which stay as they were
+    if words[:1] == ["parse"]:  # subcommands beside the dashboard's flags, which stay as they were
         from gputop.parse_command import main as parse_main
 
         return parse_main(words[1:])
+    if words[:1] == ["fake-fleet"]:
+        from gputop.sources.fake_fleet.cli import main as fleet_main
+
+        return fleet_main(words[1:])
     args = build_parser().parse_args(words)
     try:
         config = _load_config(args)
     except ConfigError as err:
         print(f"gputop: bad config\n{err}", file=sys.stderr)
         return 2
+    if args.local and not args.demo:
+        config = _local_config(config or Config.default())
     if not args.demo:
         if config is None:
             from gputop.config_file import default_config_path
 
             print(NO_CONFIG_HELP.format(path=default_config_path(os.environ)), file=sys.stderr)
             return 2
-        if not config.clusters:
-            print(
-                f"gputop: {config.source_name} lists no clusters; add one or run gputop --demo",
-                file=sys.stderr,
-            )
-            return 2
-        print(
-            "gputop: this version collects only from its demo cluster; run gputop --demo "
-            "(collecting over SSH and NVML is not built yet)",
-            file=sys.stderr,
-        )
-        return 2
+        return _run_cluster(config, args)
     problem = _check_demo_args(args)
     if problem:
         print(f"gputop: {problem}", file=sys.stderr)
@@ -129,6 +125,37 @@ def main(argv: Sequence[str] | None = None) -> int:
         read_only=args.read_only,
         metric=Metric(args.metric) if args.metric else None,
     )
+    app.run()
+    return 0
+
+
+def _local_config(config: Config) -> Config:
+    """This machine alone, read through NVML: `gputop --local` on a GPU node needs no config."""
+    import dataclasses
+    import socket
+
+    from gputop.core.config import ClusterConfig
+
+    host = socket.gethostname().split(".")[0] or "localhost"
+    local = ClusterConfig(name="local", nodeset=host, node_names=(host,), local=True)
+    return dataclasses.replace(config, clusters=(local, *config.clusters), default_cluster="local")
+
+
+def _run_cluster(config: Config, args: argparse.Namespace) -> int:
+    from gputop.cluster_app import LaunchError, build_cluster_app, choose_cluster
+
+    try:
+        cluster = choose_cluster(config, args.cluster)
+        app = build_cluster_app(
+            config,
+            cluster,
+            theme=args.theme,
+            read_only=args.read_only,
+            metric=Metric(args.metric) if args.metric else None,
+        )
+    except LaunchError as err:
+        print(f"gputop: {err}", file=sys.stderr)
+        return 2
     app.run()
     return 0
 

@@ -210,20 +210,22 @@ def test_config_flag_beats_env_and_xdg(tmp_path: Path) -> None:
     bad_env = write(tmp_path / "env.yaml", UNKNOWN_KEY_CONFIG)
     write(tmp_path / "good.yaml", GOOD_CONFIG)
     env = clean_env(tmp_path, GPUTOP_CONFIG=str(bad_env))
-    result = gputop(tmp_path, "--config", "good.yaml", env=env)
-    # The good file loads; the run then stops at "SSH collection is not built yet", not at a bad config.
-    assert_clean_failure(result)
+    result = gputop(tmp_path, "--config", "good.yaml", "--cluster", "nope", env=env)
+    # The good file loads, so the run stops at the unknown cluster it names, not at a bad config.
+    lines = assert_clean_failure(result)
     assert "bad config" not in result.stderr
     assert "unknown key" not in result.stderr
+    assert lines == ["gputop: no cluster named 'nope' in good.yaml (clusters: hopper)"]
 
 
 def test_env_beats_xdg(tmp_path: Path) -> None:
     write(xdg_file(tmp_path), UNKNOWN_KEY_CONFIG)
     good = write(tmp_path / "good.yaml", GOOD_CONFIG)
-    result = gputop(tmp_path, env=clean_env(tmp_path, GPUTOP_CONFIG=str(good)))
-    assert_clean_failure(result)
+    result = gputop(tmp_path, "--cluster", "nope", env=clean_env(tmp_path, GPUTOP_CONFIG=str(good)))
+    lines = assert_clean_failure(result)
     assert "bad config" not in result.stderr
     assert str(xdg_file(tmp_path)) not in result.stderr
+    assert lines == [f"gputop: no cluster named 'nope' in {good} (clusters: hopper)"]
 
 
 def test_env_file_is_read_when_no_flag(tmp_path: Path) -> None:
@@ -260,13 +262,13 @@ def test_demo_nodes_not_a_number(tmp_path: Path) -> None:
 # --- a real cluster config ------------------------------------------------------------------------------
 
 
-def test_cluster_config_without_demo_says_ssh_is_not_built(tmp_path: Path) -> None:
-    write(tmp_path / "good.yaml", GOOD_CONFIG)
-    result = gputop(tmp_path, "--config", "good.yaml")
+def test_cluster_gputop_cannot_watch_yet_is_one_readable_line(tmp_path: Path) -> None:
+    write(tmp_path / "slurm.yaml", "clusters:\n  - name: ampere\n    nodes_from_slurm: gpu\n")
+    result = gputop(tmp_path, "--config", "slurm.yaml")
     lines = assert_clean_failure(result)
     assert len(lines) == 1
-    assert lines[0].startswith("gputop: ")
-    assert "gputop --demo" in lines[0]
+    assert lines[0].startswith("gputop: cluster 'ampere': ")
+    assert "nodes:" in lines[0]
 
 
 def test_config_without_clusters_and_without_demo(tmp_path: Path) -> None:
