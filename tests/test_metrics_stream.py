@@ -1,0 +1,80 @@
+"""The stream assembler: whole GPU sets only, and broken output said in words."""
+
+from __future__ import annotations
+
+from gputop.core.parsers.query_gpu import QUERY_GPU_FIELDS
+from gputop.sources.metrics_stream import GARBAGE_LIMIT, MetricsAssembler
+
+
+def line(index: int, util: str = "50", mig: str = "Disabled") -> bytes:
+    values = {
+        "index": str(index),
+        "uuid": f"GPU-{index:08x}-0000-0000-0000-000000000000",
+        "name": "NVIDIA H100 80GB HBM3",
+        "pci.bus_id": f"00000000:{0x18 + index:02X}:00.0",
+        "utilization.gpu": util,
+        "utilization.memory": "20",
+        "memory.used": "1000",
+        "memory.total": "81559",
+        "temperature.gpu": "40",
+        "power.draw": "100.50",
+        "power.limit": "700.00",
+        "clocks.sm": "1980",
+        "clocks.max.sm": "1980",
+        "ecc.errors.uncorrected.volatile.total": "0",
+        "mig.mode.current": mig,
+        "clocks_throttle_reasons.active": "0x0000000000000000",
+    }
+    return (", ".join(values[f] for f in QUERY_GPU_FIELDS) + "\n").encode()
+
+
+def test_a_set_is_published_when_all_expected_gpus_arrived() -> None:
+    assembler = MetricsAssembler(QUERY_GPU_FIELDS, expected_gpus=4)
+    assert [assembler.feed(line(i)) for i in range(4)] == [False, False, False, True]
+    assert assembler.complete is not None
+    assert [g.index for g in assembler.complete] == [0, 1, 2, 3]
+
+
+def test_without_an_expected_count_the_next_interval_closes_the_set() -> None:
+    assembler = MetricsAssembler(QUERY_GPU_FIELDS)
+    for i in (0, 1, 2):
+        assert not assembler.feed(line(i))
+    assert assembler.feed(line(0)), "index 0 again: the previous interval is complete"
+    assert assembler.complete is not None and len(assembler.complete) == 3
+    assert assembler.flush()
+    assert len(assembler.complete) == 1
+
+
+def test_missing_gpu_still_publishes_a_set_of_seven() -> None:
+    assembler = MetricsAssembler(QUERY_GPU_FIELDS, expected_gpus=8)
+    for i in (0, 1, 2, 3, 4, 6, 7):
+        assembler.feed(line(i))
+    assert assembler.feed(line(0))
+    assert assembler.complete is not None and [g.index for g in assembler.complete] == [0, 1, 2, 3, 4, 6, 7]
+
+
+def test_mig_gpu_utilization_is_none_not_zero() -> None:
+    assembler = MetricsAssembler(QUERY_GPU_FIELDS, expected_gpus=1)
+    assert assembler.feed(line(0, util="[N/A]", mig="Enabled"))
+    assert assembler.complete is not None
+    gpu = assembler.complete[0]
+    assert gpu.util_pct is None and gpu.mig_enabled is True
+
+
+def test_garbage_and_non_utf8_become_a_reason_not_an_exception() -> None:
+    assembler = MetricsAssembler(QUERY_GPU_FIELDS, expected_gpus=2)
+    for _ in range(GARBAGE_LIMIT):
+        assert not assembler.feed(b"\xff\xfe\x00garbage, , ,\x9f\n")
+    assert assembler.error is not None and "unreadable output" in assembler.error
+    assert assembler.bad_lines == GARBAGE_LIMIT
+    # good lines clear it
+    assembler.feed(line(0))
+    assert assembler.feed(line(1))
+    assert assembler.error is None
+
+
+def test_driver_error_text_is_named() -> None:
+    assembler = MetricsAssembler(QUERY_GPU_FIELDS, expected_gpus=8)
+    assembler.feed(b"Unable to determine the device handle for GPU0000:18:00.0: Unknown Error\n")
+    assert assembler.error is not None and "lost" in assembler.error
+    assert assembler.complete is None
