@@ -1,0 +1,243 @@
+"""What a fake node answers to a command line: the exact commands gputop sends, from the shared simulator's
+state for that node, bent by the node's faults. No I/O and no timing (the server owns both).
+"""
+
+from __future__ import annotations
+
+import random
+import shlex
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Final
+
+from gputop.core.models import GpuSample, NodeSample, XidEvent
+from gputop.sources.commands import default_commands, metrics_stream
+from gputop.sources.fake_fleet import formats, mig
+from gputop.sources.fake_fleet.faults import Fault, Faults
+from gputop.sources.fake_fleet.topology import hgx_topology
+from gputop.sources.simulator import SimulatedCluster
+
+NVIDIA_SMI: Final = "nvidia-smi"
+DRIVER_ERROR_EXIT_STATUS: Final = 15
+NOT_FOUND_EXIT_STATUS: Final = 127
+SHELL_SYNTAX_EXIT_STATUS: Final = 2
+MIN_STREAM_INTERVAL_S: Final = 0.05  # a guard against -lms 0 spinning the server
+JOURNAL_SINCE_S: Final = 3600.0  # the Xid command asks for --since -1h
+NO_MATCH_EXIT_STATUS: Final = 1  # journalctl --grep with nothing matched
+
+# NVLink per GPU by architecture: links and the per-link rate `nvlink -s` prints.
+_NVLINK_BY_MODEL_PREFIX: Final = (("A100", 12, 25.0), ("B", 18, 53.125), ("", 18, 26.562))
+
+_IB_GUID_BASE: Final = 0x946DAE0300000000
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    stdout: bytes = b""
+    stderr: bytes = b""
+    exit_status: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class OneShot:
+    name: str  # a default_commands() name: processes, gpu_list, topology, ...
+    argv: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Stream:
+    interval_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class Unknown:
+    reply: Reply
+
+
+Command = OneShot | Stream | Unknown
+
+
+def _not_found(word: str) -> Reply:
+    return Reply(stderr=f"sh: 1: {word}: not found\n".encode(), exit_status=NOT_FOUND_EXIT_STATUS)
+
+
+def parse_command(command_line: str) -> Command:
+    """Which of gputop's commands this is; anything else fails the way a node's /bin/sh would."""
+    try:
+        argv = tuple(shlex.split(command_line))
+    except ValueError:
+        message = b"sh: 1: Syntax error: Unterminated quoted string\n"
+        return Unknown(Reply(stderr=message, exit_status=SHELL_SYNTAX_EXIT_STATUS))
+    if not argv:
+        return Unknown(Reply())
+    name = _ONE_SHOT.get(argv)
+    if name is not None:
+        return OneShot(name, argv)
+    if len(argv) == len(_STREAM_PREFIX) + 1 and argv[:-1] == _STREAM_PREFIX and argv[-1].isdigit():
+        return Stream(max(MIN_STREAM_INTERVAL_S, int(argv[-1]) / 1000))
+    return Unknown(_not_found(argv[0]))
+
+
+_ONE_SHOT: Final = {spec.argv: spec.name for spec in default_commands().values() if not spec.stream}
+_STREAM_PREFIX: Final = metrics_stream(1.0).argv[:-1]
+
+
+@dataclass(frozen=True, slots=True)
+class NodeView:
+    """One node as its tools see it right now: the simulator's sample with the faults applied."""
+
+    name: str
+    index: int
+    sample: NodeSample
+    gpus: tuple[GpuSample, ...]
+    xid_events: tuple[XidEvent, ...]
+
+
+class Responder:
+    def __init__(
+        self, cluster: SimulatedCluster, faults: Faults, clock: Callable[[], float] = time.time
+    ) -> None:
+        self.cluster = cluster
+        self.faults = faults
+        self.clock = clock
+        self.node_index = {name: i for i, name in enumerate(cluster.node_names)}
+        self.unresponsive = frozenset(i.node for i in cluster.incidents if i.kind == "unresponsive")
+        self._query = formats.QueryGpuFormatter()
+        self._garbage = random.Random(f"gputop-fake-fleet:{cluster.seed}:garbage")  # noqa: S311 - test noise
+        model_key = cluster.model.key
+        self._nvlinks, self._nvlink_gbs = next(
+            (links, gbs) for prefix, links, gbs in _NVLINK_BY_MODEL_PREFIX if model_key.startswith(prefix)
+        )
+        self._views: dict[tuple[str, bool], NodeView] = {}
+        self._views_step = -1.0
+
+    # ---- state
+
+    def view(self, node: str) -> NodeView:
+        """The node as of the simulator's latest whole second (advanced to the wall clock first)."""
+        cluster = self.cluster
+        cluster.advance_to(self.clock())
+        if cluster.now_s != self._views_step:
+            self._views.clear()
+            self._views_step = cluster.now_s
+        fallen = self.faults.has(node, Fault.FALLEN_OFF_BUS)
+        cached = self._views.get((node, fallen))
+        if cached is not None:
+            return cached
+        index = self.node_index[node]
+        sample = cluster.result().nodes[index]
+        gpus = sample.gpus
+        xids = sample.xid_events
+        if fallen and gpus:
+            lost = gpus[-1]
+            gpus = gpus[:-1]
+            since = self.faults.since_s(node, Fault.FALLEN_OFF_BUS)
+            bus = lost.pci_bus_id or "00000000:00:00.0"
+            event = XidEvent(
+                since if since is not None else cluster.now_s,
+                79,
+                lost.pci_bus_id,
+                lost.index,
+                formats.fallen_off_bus_message(bus),
+            )
+            xids = (*xids, event)
+        view = NodeView(node, index, sample, gpus, xids)
+        self._views[(node, fallen)] = view
+        return view
+
+    def mig_layouts(self, view: NodeView) -> list[mig.MigLayout]:
+        model = self.cluster.model
+        return [mig.seven_small_instances(g.index, g.uuid, model) for g in view.gpus if g.mig_enabled]
+
+    # ---- answers
+
+    def failure(self, node: str, argv0: str) -> Reply | None:
+        """The reply a faulty node gives instead of running ``argv0``, if it does."""
+        faults = self.faults.of(node)
+        if argv0 != NVIDIA_SMI:
+            return None
+        if Fault.NO_NVIDIA_SMI in faults:
+            return Reply(stderr=b"bash: nvidia-smi: command not found\n", exit_status=NOT_FOUND_EXIT_STATUS)
+        if Fault.DRIVER_ERROR in faults:
+            gpus = self.view(node).sample.gpus
+            bus = gpus[0].pci_bus_id if gpus and gpus[0].pci_bus_id else "00000000:18:00.0"
+            return Reply(formats.device_handle_error(bus).encode(), exit_status=DRIVER_ERROR_EXIT_STATUS)
+        return None
+
+    def answer(self, node: str, command: OneShot) -> Reply:
+        failed = self.failure(node, command.argv[0])
+        if failed is not None:
+            return failed
+        if self.faults.has(node, Fault.GARBAGE):
+            return Reply(self.garbage(8))
+        view = self.view(node)
+        name = command.name
+        if name == "processes":
+            return Reply(formats.compute_apps(view.gpus).encode())
+        if name == "gpu_list":
+            devices = {layout.gpu_index: layout.devices() for layout in self.mig_layouts(view)}
+            return Reply(formats.gpu_list(view.gpus, devices).encode())
+        if name == "topology":
+            nics = sorted({p.ca_name for p in view.sample.ib_ports}, key=_natural)
+            text = hgx_topology([g.index for g in view.gpus], self.cluster.gpus_per_node, nics, self._nvlinks)
+            return Reply(text.encode())
+        if name == "nvlink":
+            return Reply(formats.nvlink_status(view.gpus, self._nvlinks, self._nvlink_gbs).encode())
+        if name.startswith("mig_"):
+            return self._mig(view, name)
+        if name == "ibstat":
+            guid = _IB_GUID_BASE + view.index * 0x100
+            return Reply(formats.ibstat(view.sample.ib_ports, guid, lid_base=view.index * 8 + 1).encode())
+        if name == "xid":
+            since = self.clock() - JOURNAL_SINCE_S
+            recent = [e for e in view.xid_events if e.time_s >= since]
+            if not recent:
+                return Reply(formats.NO_JOURNAL_ENTRIES.encode(), exit_status=NO_MATCH_EXIT_STATUS)
+            return Reply(formats.journal_kernel_lines(node, recent).encode())
+        return _not_found(command.argv[0])  # a command gputop gained that this fleet does not play yet
+
+    def _mig(self, view: NodeView, name: str) -> Reply:
+        layouts = self.mig_layouts(view)
+        if not layouts:
+            return Reply(mig.NO_MIG_DEVICES.encode(), exit_status=mig.NO_MIG_EXIT_STATUS)
+        if name == "mig_gip":
+            text = mig.format_lgip(mig.profile_rows(layouts))
+        elif name == "mig_gipp":
+            text = mig.format_lgipp(mig.placement_rows(layouts))
+        elif name == "mig_gi":
+            text = mig.format_lgi(mig.gpu_instance_rows(layouts))
+        else:
+            text = mig.format_lci(mig.compute_instance_rows(layouts))
+        return Reply(text.encode())
+
+    def stream_lines(self, node: str) -> bytes:
+        """One interval of the metrics stream: a CSV line per GPU the node can see."""
+        if self.faults.has(node, Fault.GARBAGE):
+            return self.garbage(self.cluster.gpus_per_node)
+        return self._query.lines(self.view(node).gpus).encode()
+
+    def garbage(self, lines: int) -> bytes:
+        """Output a broken tool or terminal might produce: bytes that are not UTF-8, CSV rows with the
+        wrong number of fields, NULs, a line cut short."""
+        rng = self._garbage
+        out = bytearray()
+        for _ in range(lines):
+            kind = rng.randrange(4)
+            if kind == 0:
+                out += bytes(rng.randrange(256) for _ in range(rng.randrange(8, 80))) + b"\n"
+            elif kind == 1:
+                fields = rng.randrange(1, 30)
+                out += b", ".join(str(rng.randrange(-5, 100000)).encode() for _ in range(fields)) + b"\n"
+            elif kind == 2:
+                out += b"0, GPU-\xff\xfe\xc3\x28, NVIDIA \x00H100, 00000000:18:00.0, 9\xe2\x82, [N/A\n"
+            else:
+                out += b",,,,\r\n"
+        out += b"\xc0\xaf"  # an overlong encoding: never valid UTF-8, whatever the random bytes were
+        return bytes(out)
+
+
+def _natural(name: str) -> tuple[str, int]:
+    """mlx5_2 before mlx5_10, so NIC numbers follow the adapters' order."""
+    head, _, tail = name.rpartition("_")
+    return (head, int(tail)) if tail.isdigit() else (name, -1)

@@ -1,0 +1,582 @@
+"""The fake node fleet: a real asyncssh server on 127.0.0.1 answering gputop's commands in the real tools'
+formats, reached through the ssh_config and known_hosts it writes, with every fault doing what it says."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import shutil
+import signal
+import stat
+import sys
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import asyncssh
+import pytest
+
+from gputop.core.config import parse_config
+from gputop.core.models import IbPort
+from gputop.sources.commands import QUERY_GPU_FIELDS, CommandSpec, default_commands, metrics_stream
+from gputop.sources.fake_fleet import (
+    NODE_ENV,
+    Fault,
+    Faults,
+    Fleet,
+    formats,
+    mig,
+    parse_fault_spec,
+    run_fleet,
+)
+from gputop.sources.fake_fleet.topology import GpuAffinity, format_topo
+
+NODES = 10  # enough for every scripted incident, with gpu005 and gpu010 left healthy
+COMMANDS = default_commands()
+FAST_STREAM = metrics_stream(0.2)
+UUID = r"[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}"
+GPU_LINE = re.compile(r"GPU (\d+): NVIDIA H100 80GB HBM3 \(UUID: GPU-" + UUID + r"\)")
+
+
+@pytest.fixture
+async def fleet(tmp_path: Path) -> AsyncIterator[Fleet]:
+    faults = Faults(slow_delay_s=1.0, die_after_intervals=2)
+    async with run_fleet(nodes=NODES, port=0, state_dir=tmp_path / "fleet", faults=faults) as running:
+        yield running
+
+
+def incident(fleet: Fleet, kind: str) -> str:
+    return next(inc.node for inc in fleet.cluster.incidents if inc.kind == kind)
+
+
+def healthy(fleet: Fleet) -> str:
+    busy = {inc.node for inc in fleet.cluster.incidents}
+    return next(name for name in fleet.node_names if name not in busy)
+
+
+def connect(fleet: Fleet, node: str, **options: Any) -> Any:
+    return asyncssh.connect(
+        node, config=[str(fleet.ssh_config_path)], known_hosts=str(fleet.known_hosts_path), **options
+    )
+
+
+async def run(fleet: Fleet, node: str, command: str, **options: Any) -> asyncssh.SSHCompletedProcess:
+    async with connect(fleet, node) as conn:
+        return await conn.run(command, **options)
+
+
+async def read_for(process: asyncssh.SSHClientProcess[bytes], seconds: float) -> bytes:
+    """Whatever the process prints within ``seconds`` (less if it closes first)."""
+    out = b""
+    deadline = time.monotonic() + seconds
+    while (left := deadline - time.monotonic()) > 0:
+        try:
+            chunk = await asyncio.wait_for(process.stdout.read(65536), left)
+        except TimeoutError:
+            break
+        if not chunk:
+            break
+        out += chunk
+    return out
+
+
+def parsed_gpu_count(value: Any) -> int | None:
+    for attr in ("gpus", "rows", "samples", "devices"):
+        inner = getattr(value, attr, None)
+        if isinstance(inner, tuple | list):
+            return len(inner)
+    return len(value) if isinstance(value, tuple | list) else None
+
+
+def check_parses(spec: CommandSpec, text: str, gpus: int | None) -> None:
+    """When gputop has a parser for this command's output, it must read what the fleet prints."""
+    from gputop.core.parsers.common import ParseFailure
+    from gputop.core.parsers.registry import registry
+
+    info = registry().get(spec.parser)
+    if info is None:
+        return  # that parser family is not built yet
+    value = info.parse(text)
+    assert not isinstance(value, ParseFailure), (spec.name, value)
+    if gpus is not None and spec.parser in ("query-gpu", "nvidia-smi-L"):
+        count = parsed_gpu_count(value)
+        if count is not None:
+            assert count == gpus, (spec.name, count)
+
+
+# ---- the state directory -------------------------------------------------------------------------------
+
+
+async def test_state_dir_holds_keys_and_a_gputop_config_that_parses(fleet: Fleet) -> None:
+    config = parse_config(fleet.config_path.read_text(), str(fleet.config_path))
+    cluster = config.clusters[0]
+    assert config.default_cluster == cluster.name == "fake-fleet"
+    assert cluster.node_names == fleet.node_names
+    assert cluster.gpus_per_node == 8
+    assert cluster.ssh.config_file == str(fleet.ssh_config_path)
+    assert cluster.ssh.known_hosts == str(fleet.known_hosts_path)
+    assert cluster.slurm.enabled is False
+    ssh_config = fleet.ssh_config_path.read_text()
+    assert ssh_config.count("\nHost ") == NODES
+    assert f"Host gpu010\n    HostName 127.0.0.1\n    Port {fleet.port}\n    User gpu010\n" in ssh_config
+    assert fleet.known_hosts_path.read_text().startswith(f"[127.0.0.1]:{fleet.port} ssh-ed25519 ")
+    assert stat.S_IMODE(fleet.client_key_path.stat().st_mode) == 0o600
+
+
+async def test_host_key_is_verified_and_kept_across_restarts(tmp_path: Path) -> None:
+    state = tmp_path / "fleet"
+    async with run_fleet(nodes=2, port=0, state_dir=state) as first:
+        key = first.known_hosts_path.read_text().split(" ", 1)[1]
+        result = await run(first, "gpu001", "nvidia-smi -L")
+        assert result.exit_status == 0
+        stranger = asyncssh.generate_private_key("ssh-ed25519").export_public_key().decode()
+        wrong = tmp_path / "wrong_known_hosts"
+        wrong.write_text(f"[127.0.0.1]:{first.port} {stranger}")
+        with pytest.raises(asyncssh.HostKeyNotVerifiable):
+            await asyncssh.connect("gpu001", config=[str(first.ssh_config_path)], known_hosts=str(wrong))
+    async with run_fleet(nodes=2, port=0, state_dir=state) as second:
+        assert second.known_hosts_path.read_text().split(" ", 1)[1] == key
+        assert (await run(second, "gpu002", "nvidia-smi -L")).exit_status == 0
+
+
+async def test_openssh_client_reaches_a_node_through_the_generated_config(fleet: Fleet) -> None:
+    ssh = shutil.which("ssh")
+    if ssh is None:
+        pytest.skip("needs the OpenSSH client (ssh), which this machine lacks")
+    proc = await asyncio.create_subprocess_exec(
+        ssh, "-F", str(fleet.ssh_config_path), "-o", "BatchMode=yes", "gpu005", "nvidia-smi", "-L",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(proc.communicate(), 15)
+    assert proc.returncode == 0, err
+    assert len(out.decode().splitlines()) == 8
+
+
+# ---- what a node answers -------------------------------------------------------------------------------
+
+
+async def test_every_command_answers_in_the_real_layout(fleet: Fleet) -> None:
+    node = healthy(fleet)
+    async with connect(fleet, node) as conn:
+        results = {
+            name: await conn.run(spec.command_line) for name, spec in COMMANDS.items() if not spec.stream
+        }
+    out = {name: str(r.stdout) for name, r in results.items()}
+    status = {name: r.exit_status for name, r in results.items()}
+
+    for line in out["processes"].splitlines():
+        uuid, pid, name, used = line.split(", ")
+        assert uuid.startswith("GPU-") and pid.isdigit() and name == "python" and used.isdigit()
+    assert [int(GPU_LINE.fullmatch(line)[1]) for line in out["gpu_list"].splitlines()] == list(range(8))  # type: ignore[index]
+
+    topo = out["topology"].splitlines()
+    assert topo[0] == "\t" + "\t".join([*(f"GPU{k}" for k in range(8)), *(f"NIC{k}" for k in range(8))]) + (
+        "\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID"
+    )
+    gpu_rows = [row.split("\t") for row in topo[1:9]]
+    assert all(
+        row.count("NV18") == 7 and row[1 + k] == " X " and row[9 + k] == "PIX"
+        for k, row in enumerate(gpu_rows)
+    )
+    assert [row[-4:] for row in gpu_rows[:1]] == [["0-55,112-167", "0", "", "N/A"]]
+    assert topo[9].startswith("NIC0\tPIX\t") and topo[9].endswith("\t\t\t\t")
+    assert "NIC Legend:" in topo and topo[-1] == "  NIC7: mlx5_7"
+
+    nvlink = out["nvlink"].splitlines()
+    assert (
+        len(nvlink) == 8 * 19 and nvlink[18] == "\t Link 17: 26.562 GB/s" and GPU_LINE.fullmatch(nvlink[19])
+    )
+
+    for name in ("mig_gip", "mig_gipp", "mig_gi", "mig_ci"):
+        assert (out[name], status[name]) == ("No MIG-enabled devices found.\n", 6)
+    assert out["ibstat"].count("CA 'mlx5_") == 8 and out["ibstat"].count("State: Active") == 8
+    assert (out["xid"], status["xid"]) == ("-- No entries --\n", 1)
+    assert all(status[name] == 0 for name in ("processes", "gpu_list", "topology", "nvlink", "ibstat"))
+    for name, text in out.items():
+        check_parses(COMMANDS[name], text, 8)
+
+
+async def test_incident_nodes_show_their_incidents(fleet: Fleet) -> None:
+    mig_node = incident(fleet, "mig")
+    async with connect(fleet, mig_node) as conn:
+        listing = str((await conn.run("nvidia-smi -L")).stdout).splitlines()
+        tables = {
+            n: str((await conn.run(COMMANDS[n].command_line)).stdout)
+            for n in ("mig_gi", "mig_ci", "mig_gip", "mig_gipp")
+        }
+    assert re.fullmatch(r"  MIG 1g\.10gb     Device  0: \(UUID: MIG-" + UUID + r"\)", listing[8])
+    assert sum(1 for line in listing if line.startswith("  MIG 1g.10gb     Device ")) == 7
+    assert tables["mig_gi"].count("|   7  MIG 1g.10gb         19 ") == 7
+    assert len(re.findall(r"^\|   7 +\d+ +MIG 1g\.10gb +0 +0 +0:1 +\|$", tables["mig_ci"], re.M)) == 7
+    assert "|   7  MIG 7g.80gb        0     0/1        " in tables["mig_gip"]
+    assert tables["mig_gipp"].splitlines()[0] == "GPU  7 Profile ID 19 Placements: {0,1,2,3,4,5,6}:1"
+
+    ib = (await run(fleet, incident(fleet, "ib_down"), "ibstat")).stdout
+    assert (
+        "CA 'mlx5_3'" in str(ib)
+        and str(ib).count("State: Down") == 1
+        and "Physical state: Disabled" in str(ib)
+    )
+
+    xid = await run(fleet, incident(fleet, "ecc_xid"), COMMANDS["xid"].command_line)
+    lines = str(xid.stdout).splitlines()
+    assert xid.exit_status == 0 and len(lines) == 2
+    assert re.fullmatch(
+        r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+0000 gpu002 kernel: NVRM: Xid \(PCI:0000:9a:00\): 48, .*", lines[0]
+    )
+    assert ": 79, " in lines[1] and lines[1].endswith("GPU has fallen off the bus.")
+
+    missing = await run(fleet, incident(fleet, "missing_gpu"), "nvidia-smi -L")
+    assert len(str(missing.stdout).splitlines()) == 7
+
+
+async def test_stream_prints_a_line_per_gpu_per_interval_until_closed(fleet: Fleet) -> None:
+    async with connect(fleet, incident(fleet, "mig")) as conn:
+        process = await conn.create_process(FAST_STREAM.command_line, encoding=None)
+        text = (await read_for(process, 1.05)).decode()
+        process.close()
+        await process.wait_closed()
+    lines = text.splitlines()
+    assert text.endswith("\n") and len(lines) % 8 == 0
+    assert 5 <= len(lines) // 8 <= 7  # the first sample at once, then one every 0.2 s
+    rows = [line.split(", ") for line in lines]
+    assert all(len(row) == len(QUERY_GPU_FIELDS) for row in rows)
+    assert [int(row[0]) for row in rows[:8]] == list(range(8))
+    mig_row = rows[7]
+    assert mig_row[4:6] == ["[N/A]", "[N/A]"] and mig_row[14] == "Enabled"
+    assert rows[0][14] == "Disabled" and re.fullmatch(r"0x[0-9a-f]{16}", rows[0][15])
+    assert rows[0][10] == "700.00" and re.fullmatch(r"\d+\.\d\d", rows[0][9])
+    check_parses(FAST_STREAM, "".join(line + "\n" for line in lines[:8]), 8)
+    for _ in range(50):
+        if fleet.open_sessions == 0:
+            break
+        await asyncio.sleep(0.02)
+    assert fleet.open_sessions == 0
+
+
+async def test_missing_gpu_node_streams_seven_lines(fleet: Fleet) -> None:
+    async with connect(fleet, incident(fleet, "missing_gpu")) as conn:
+        process = await conn.create_process(FAST_STREAM.command_line)
+        first = [(await process.stdout.readline()).split(", ")[0] for _ in range(8)]
+    assert first == ["0", "1", "2", "3", "4", "6", "7", "0"]
+
+
+async def test_node_picked_by_environment_when_the_user_is_no_node(fleet: Fleet) -> None:
+    mig_node = incident(fleet, "mig")
+    async with connect(fleet, "gpu001", username="operator") as conn:
+        picked = await conn.run("nvidia-smi -L", env={NODE_ENV: mig_node})
+        nowhere = await conn.run("nvidia-smi -L")
+    assert picked.exit_status == 0 and "MIG 1g.10gb" in str(picked.stdout)
+    assert nowhere.exit_status == 1 and NODE_ENV in str(nowhere.stderr)
+
+
+async def test_unknown_command_is_not_found(fleet: Fleet) -> None:
+    result = await run(fleet, healthy(fleet), "uptime")
+    assert (result.exit_status, result.stdout, result.stderr) == (127, "", "sh: 1: uptime: not found\n")
+
+
+# ---- faults --------------------------------------------------------------------------------------------
+
+
+async def test_refuse_auth_denies_the_key(fleet: Fleet) -> None:
+    fleet.faults.set("gpu005", Fault.REFUSE_AUTH)
+    with pytest.raises(asyncssh.PermissionDenied):
+        await connect(fleet, "gpu005")
+
+
+async def test_stalled_and_unresponsive_nodes_never_finish_the_handshake(fleet: Fleet) -> None:
+    fleet.faults.set("gpu005", Fault.STALL_HANDSHAKE)
+    for node in ("gpu005", incident(fleet, "unresponsive")):
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(connect(fleet, node), 0.4)
+    fleet.faults.clear("gpu005")
+    assert (await run(fleet, "gpu005", "nvidia-smi -L")).exit_status == 0
+
+
+async def test_stall_command_never_answers(fleet: Fleet) -> None:
+    fleet.faults.set("gpu005", Fault.STALL_COMMAND)
+    async with connect(fleet, "gpu005") as conn:
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(conn.run("nvidia-smi -L"), 0.4)
+
+
+async def test_die_midstream_cuts_the_stream_mid_line(fleet: Fleet) -> None:
+    fleet.faults.set("gpu005", Fault.DIE_MIDSTREAM)  # after two intervals (the fixture's setting)
+    async with connect(fleet, "gpu005") as conn:
+        process = await conn.create_process(FAST_STREAM.command_line)
+        text = await asyncio.wait_for(process.stdout.read(), 3)
+        await process.wait_closed()
+    assert text.count("\n") == 16 and text.endswith("\n0, GPU-") and process.exit_status is None
+
+
+async def test_die_midstream_switched_on_under_a_running_stream(fleet: Fleet) -> None:
+    async with connect(fleet, "gpu010") as conn:
+        process = await conn.create_process(FAST_STREAM.command_line)
+        await process.stdout.readline()
+        fleet.faults.add("gpu010", Fault.DIE_MIDSTREAM)
+        text = await asyncio.wait_for(process.stdout.read(), 3)
+    assert text.endswith("0, GPU-")
+
+
+async def test_garbage_is_not_utf8(fleet: Fleet) -> None:
+    fleet.faults.set("gpu005", Fault.GARBAGE)
+    async with connect(fleet, "gpu005") as conn:
+        process = await conn.create_process(FAST_STREAM.command_line, encoding=None)
+        streamed = await read_for(process, 0.3)
+        process.close()
+        listed = await conn.run("nvidia-smi -L", encoding=None)
+    for data in (streamed, listed.stdout):
+        assert isinstance(data, bytes) and data
+        with pytest.raises(UnicodeDecodeError):
+            data.decode("utf-8")
+
+
+async def test_driver_error_fails_every_nvidia_smi_call(fleet: Fleet) -> None:
+    fleet.faults.set("gpu005", Fault.DRIVER_ERROR)
+    async with connect(fleet, "gpu005") as conn:
+        listing = await conn.run("nvidia-smi -L")
+        stream = await asyncio.wait_for(conn.run(FAST_STREAM.command_line), 3)
+        ib = await conn.run("ibstat")
+    expected = "Unable to determine the device handle for GPU0000:18:00.0: Unknown Error\n"
+    for result in (listing, stream):
+        assert (result.stdout, result.exit_status) == (expected, 15)
+    assert ib.exit_status == 0
+
+
+async def test_fallen_off_bus_hides_a_gpu_and_logs_xid_79(fleet: Fleet) -> None:
+    fleet.faults.set("gpu005", Fault.FALLEN_OFF_BUS)
+    async with connect(fleet, "gpu005") as conn:
+        listing = str((await conn.run("nvidia-smi -L")).stdout).splitlines()
+        journal = str((await conn.run(COMMANDS["xid"].command_line)).stdout)
+        process = await conn.create_process(FAST_STREAM.command_line)
+        indices = [(await process.stdout.readline()).split(", ")[0] for _ in range(8)]
+    assert len(listing) == 7 and "GPU 7:" not in "".join(listing)
+    assert "gpu005 kernel: NVRM: Xid (PCI:0000:db:00): 79, " in journal
+    assert indices == ["0", "1", "2", "3", "4", "5", "6", "0"]
+
+
+async def test_slow_answers_are_late(fleet: Fleet) -> None:
+    fleet.faults.set("gpu005", Fault.SLOW)  # 1 s in the fixture
+    async with connect(fleet, "gpu005") as conn:
+        started = time.monotonic()
+        result = await conn.run("nvidia-smi -L")
+        elapsed = time.monotonic() - started
+    assert result.exit_status == 0 and elapsed >= 1.0
+
+
+async def test_no_nvidia_smi_is_command_not_found(fleet: Fleet) -> None:
+    fleet.faults.set("gpu005", Fault.NO_NVIDIA_SMI)
+    async with connect(fleet, "gpu005") as conn:
+        listing = await conn.run("nvidia-smi -L")
+        ib = await conn.run("ibstat")
+    assert (listing.exit_status, listing.stderr) == (127, "bash: nvidia-smi: command not found\n")
+    assert ib.exit_status == 0
+
+
+def test_fault_specs_and_node_names_are_checked() -> None:
+    assert parse_fault_spec("gpu003=garbage, slow") == ("gpu003", frozenset({Fault.GARBAGE, Fault.SLOW}))
+    with pytest.raises(ValueError, match="unknown fault 'melt'"):
+        parse_fault_spec("gpu003=melt")
+    with pytest.raises(ValueError, match="NODE=FAULT"):
+        parse_fault_spec("gpu003")
+
+
+async def test_faults_for_unknown_nodes_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="gpu099"):
+        async with run_fleet(nodes=2, port=0, state_dir=tmp_path, faults={"gpu099": [Fault.SLOW]}):
+            pass
+
+
+# ---- the command line ----------------------------------------------------------------------------------
+
+
+async def test_main_serves_until_interrupted(tmp_path: Path) -> None:
+    code = "import sys; from gputop.sources.fake_fleet.cli import main; sys.exit(main(sys.argv[1:]))"
+    argv = ["--nodes", "3", "--port", "0", "--state-dir", str(tmp_path), "--fault", "gpu002=slow"]
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        code,
+        *argv,
+        stdout=asyncio.subprocess.PIPE,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    assert proc.stdout is not None
+    try:
+        first = (await asyncio.wait_for(proc.stdout.readline(), 15)).decode()
+        match = re.search(r"listening on 127\.0\.0\.1:(\d+)", first)
+        assert match, first
+        rest = (await asyncio.wait_for(proc.stdout.readuntil(b"Ctrl-C stops it.\n"), 5)).decode()
+        assert f"gputop --config {tmp_path / 'gputop.yaml'}" in rest and "gpu002=slow" in rest
+        config = str(tmp_path / "ssh_config")
+        # gpu003 of three nodes is the simulator's silent one; gpu001 answers.
+        login = asyncssh.connect("gpu001", config=[config], known_hosts=str(tmp_path / "known_hosts"))
+        async with await asyncio.wait_for(login, 10) as conn:
+            assert len(str((await conn.run("nvidia-smi -L")).stdout).splitlines()) == 8
+        assert f"Port {match[1]}" in Path(config).read_text()
+    finally:
+        proc.send_signal(signal.SIGINT)
+        assert await asyncio.wait_for(proc.wait(), 10) == 0
+
+
+# ---- layouts, byte for byte against real captures ------------------------------------------------------
+# Each expected text below is a real capture from ../shared/fixtures/real (provenance in its PROVENANCE.md),
+# reproduced by the fleet's formatters from the values it shows.
+
+# nvidia-smi-mig/lgi/a30-24gb-4x1g.6gb.txt: Summer-Lo/Docker_configuration 000-MIG/README.md @ 4233c7bd
+A30_LGI = """\
++-------------------------------------------------------+
+| GPU instances:                                        |
+| GPU   Name             Profile  Instance   Placement  |
+|                          ID       ID       Start:Size |
+|=======================================================|
+|   0  MIG 1g.6gb          14        3          0:1     |
++-------------------------------------------------------+
+|   0  MIG 1g.6gb          14        4          1:1     |
++-------------------------------------------------------+
+|   0  MIG 1g.6gb          14        5          2:1     |
++-------------------------------------------------------+
+|   0  MIG 1g.6gb          14        6          3:1     |
++-------------------------------------------------------+
+"""
+
+# nvidia-smi-mig/lgip/a30-24gb-me-profile-all-used.txt: same README
+A30_LGIP = """\
++-----------------------------------------------------------------------------+
+| GPU instance profiles:                                                      |
+| GPU   Name             ID    Instances   Memory     P2P    SM    DEC   ENC  |
+|                              Free/Total   GiB              CE    JPEG  OFA  |
+|=============================================================================|
+|   0  MIG 1g.6gb        14     0/4        5.81       No     14     1     0   |
+|                                                             1     0     0   |
++-----------------------------------------------------------------------------+
+|   0  MIG 1g.6gb+me     21     0/1        5.81       No     14     1     0   |
+|                                                             1     1     1   |
++-----------------------------------------------------------------------------+
+|   0  MIG 2g.12gb        5     0/2        11.69      No     28     2     0   |
+|                                                             2     0     0   |
++-----------------------------------------------------------------------------+
+|   0  MIG 4g.24gb        0     0/1        23.50      No     56     4     0   |
+|                                                             4     1     1   |
++-----------------------------------------------------------------------------+
+"""
+
+# nvidia-smi-mig/lgipp/a30-24gb.txt: same README
+A30_LGIPP = """\
+GPU  0 Profile ID 14 Placements: {0,1,2,3}:1
+GPU  0 Profile ID 21 Placements: {0,1,2,3}:1
+GPU  0 Profile ID  5 Placements: {0,2}:2
+GPU  0 Profile ID  0 Placement : {0}:4
+"""
+
+# nvidia-smi-mig/lci/rtx-pro-6000-blackwell-4x1g.24gb.txt: MIG hands-on article (index id 55594212068)
+RTX_LCI = """\
++--------------------------------------------------------------------+
+| Compute instances:                                                 |
+| GPU     GPU       Name             Profile   Instance   Placement  |
+|       Instance                       ID        ID       Start:Size |
+|         ID                                                         |
+|====================================================================|
+|   0      3       MIG 1g.24gb          0         0          0:1     |
++--------------------------------------------------------------------+
+|   0      4       MIG 1g.24gb          0         0          0:1     |
++--------------------------------------------------------------------+
+|   0      5       MIG 1g.24gb          0         0          0:1     |
++--------------------------------------------------------------------+
+|   0      6       MIG 1g.24gb          0         0          0:1     |
++--------------------------------------------------------------------+
+"""
+
+# nvidia-smi-L/a100-sxm4-80gb-mig-7x1g.10gb-new-MIG-uuid-datadog-pr33120.txt: DataDog/datadog-agent#33120
+A100_MIG_L = """\
+GPU 0: NVIDIA A100-SXM4-80GB (UUID: GPU-7fdaf0a5-179b-f636-d15d-daf243e3ff16)
+  MIG 1g.10gb     Device  0: (UUID: MIG-feb88891-0321-5fef-9c87-d4af3b54259e)
+  MIG 1g.10gb     Device  1: (UUID: MIG-a25704ba-3a06-5299-a795-fd7cf4d13973)
+"""
+
+# nvidia-smi-topo/v100-sxm2-32gb-x8-nv1-nv2-1nic-NIC-legend-drv580-double-tab-vastai.txt (index id
+# 70440170784): driver 580's tabs, double tab before GPU NUMA ID, a NIC row ending in four tabs.
+V100_TOPO = (
+    "\tGPU0\tGPU1\tGPU2\tGPU3\tGPU4\tGPU5\tGPU6\tGPU7\tNIC0\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\n"
+    "GPU0\t X \tNV1\tNV1\tNV2\tNV2\tSYS\tSYS\tSYS\tNODE\t0-19,40-59\t0\t\tN/A\n"
+    "GPU1\tNV1\t X \tNV2\tNV1\tSYS\tNV2\tSYS\tSYS\tNODE\t0-19,40-59\t0\t\tN/A\n"
+    "GPU2\tNV1\tNV2\t X \tNV2\tSYS\tSYS\tNV1\tSYS\tNODE\t0-19,40-59\t0\t\tN/A\n"
+    "GPU3\tNV2\tNV1\tNV2\t X \tSYS\tSYS\tSYS\tNV1\tNODE\t0-19,40-59\t0\t\tN/A\n"
+    "GPU4\tNV2\tSYS\tSYS\tSYS\t X \tNV1\tNV1\tNV2\tSYS\t20-39,60-79\t1\t\tN/A\n"
+    "GPU5\tSYS\tNV2\tSYS\tSYS\tNV1\t X \tNV2\tNV1\tSYS\t20-39,60-79\t1\t\tN/A\n"
+    "GPU6\tSYS\tSYS\tNV1\tSYS\tNV1\tNV2\t X \tNV2\tSYS\t20-39,60-79\t1\t\tN/A\n"
+    "GPU7\tSYS\tSYS\tSYS\tNV1\tNV2\tNV1\tNV2\t X \tSYS\t20-39,60-79\t1\t\tN/A\n"
+    "NIC0\tNODE\tNODE\tNODE\tNODE\tSYS\tSYS\tSYS\tSYS\t X \t\t\t\t\n"
+    "\n"
+    "Legend:\n"
+    "\n"
+    "  X    = Self\n"
+    "  SYS  = Connection traversing PCIe as well as the SMP interconnect between NUMA nodes (e.g., QPI/UPI)\n"
+    "  NODE = Connection traversing PCIe as well as the interconnect between PCIe Host Bridges within a NUMA "
+    "node\n"
+    "  PHB  = Connection traversing PCIe as well as a PCIe Host Bridge (typically the CPU)\n"
+    "  PXB  = Connection traversing multiple PCIe bridges (without traversing the PCIe Host Bridge)\n"
+    "  PIX  = Connection traversing at most a single PCIe bridge\n"
+    "  NV#  = Connection traversing a bonded set of # NVLinks\n"
+    "\n"
+    "NIC Legend:\n"
+    "\n"
+    "  NIC0: mlx5_2\n"
+)
+
+# ib/ibstat-h100-ndr-ib-cx7-plus-cx6-eth-12ca-eth-ports-DOWN-gpud.txt, its first CA:
+# leptonai/gpud pkg/nvidia-query/infiniband/testdata/ibstat.47.0.h100.some.down.0 @ 4446606e
+H100_IBSTAT_CA = (
+    "CA 'mlx5_0'\n\tCA type: MT4129\n\tNumber of ports: 1\n\tFirmware version: 28.39.1002\n"
+    "\tHardware version: 0\n\tNode GUID: 0x946dae0300cde72c\n\tSystem image GUID: 0x946dae0300cde72c\n"
+    "\tPort 1:\n\t\tState: Active\n\t\tPhysical state: LinkUp\n\t\tRate: 400\n\t\tBase lid: 75\n\t\tLMC: 0\n"
+    "\t\tSM lid: 334\n\t\tCapability mask: 0xa751e848\n\t\tPort GUID: 0x946dae0300cde72c\n"
+    "\t\tLink layer: InfiniBand\n"
+)
+
+
+def test_layouts_reproduce_real_captures() -> None:
+    profiles = [
+        mig.ProfileRow(0, "1g.6gb", 14, 0, 4, 5.81, 14, 1, 0, 1, 0, 0),
+        mig.ProfileRow(0, "1g.6gb+me", 21, 0, 1, 5.81, 14, 1, 0, 1, 1, 1),
+        mig.ProfileRow(0, "2g.12gb", 5, 0, 2, 11.69, 28, 2, 0, 2, 0, 0),
+        mig.ProfileRow(0, "4g.24gb", 0, 0, 1, 23.50, 56, 4, 0, 4, 1, 1),
+    ]
+    assert mig.format_lgip(profiles) == A30_LGIP
+    placements = [
+        mig.PlacementRow(0, 14, (0, 1, 2, 3), 1),
+        mig.PlacementRow(0, 21, (0, 1, 2, 3), 1),
+        mig.PlacementRow(0, 5, (0, 2), 2),
+        mig.PlacementRow(0, 0, (0,), 4),
+    ]
+    assert mig.format_lgipp(placements) == A30_LGIPP
+    assert mig.format_lgi([mig.InstanceRow(0, gi, "1g.6gb", 14, gi - 3, 1) for gi in (3, 4, 5, 6)]) == A30_LGI
+    cis = [mig.InstanceRow(0, gi, "1g.24gb", 0, 0, 1, ci_id=0) for gi in (3, 4, 5, 6)]
+    assert mig.format_lci(cis) == RTX_LCI
+
+    rows = [line.split("\t") for line in V100_TOPO.split("\n\n")[0].splitlines()[1:]]
+    cells = [[cell.strip() for cell in row[1:10]] for row in rows]
+    affinity = [GpuAffinity(row[10], row[11], row[13]) for row in rows[:8]]
+    assert format_topo([f"GPU{k}" for k in range(8)], ["mlx5_2"], cells, affinity) == V100_TOPO
+
+    from gputop.core.models import GpuSample
+
+    gpu = GpuSample(
+        0, "GPU-7fdaf0a5-179b-f636-d15d-daf243e3ff16", "NVIDIA A100-SXM4-80GB",
+        None, None, None, None, None, None, None, None, None, None, None, True,
+    )  # fmt: skip
+    devices = {
+        0: [
+            ("1g.10gb", "MIG-feb88891-0321-5fef-9c87-d4af3b54259e"),
+            ("1g.10gb", "MIG-a25704ba-3a06-5299-a795-fd7cf4d13973"),
+        ]
+    }
+    assert formats.gpu_list([gpu], devices) == A100_MIG_L
+    nvlink = formats.nvlink_status([gpu], 18, 26.562).splitlines()
+    assert nvlink[1:3] == ["\t Link 0: 26.562 GB/s", "\t Link 1: 26.562 GB/s"] and len(nvlink) == 19
+
+    port = IbPort("mlx5_0", 1, "Active", "LinkUp", 400.0)
+    assert formats.ibstat([port], 0x946DAE0300CDE72C, lid_base=75, sm_lid=334) == H100_IBSTAT_CA

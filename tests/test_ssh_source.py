@@ -1,0 +1,204 @@
+"""The SSH source against the fake node fleet: real SSH, real host-key checks, real faults."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import pytest
+
+from gputop.config_file import load_config
+from gputop.core.config import ClusterConfig, Config
+from gputop.core.models import NodeSample, Reachability
+from gputop.sources.fake_fleet import Fault, Fleet, run_fleet
+from gputop.sources.ssh import SshSource
+
+NODES = 8  # one node per simulator incident
+
+
+def fast(config: Config) -> Config:
+    poll = dataclasses.replace(
+        config.poll, interval_s=0.2, backoff_initial_s=0.2, backoff_max_s=1.0, slow_facts_interval_s=2.0
+    )
+    return dataclasses.replace(config, poll=poll)
+
+
+def cluster_of(config: Config, **ssh_changes: object) -> ClusterConfig:
+    cluster = config.clusters[0]
+    if ssh_changes:
+        cluster = dataclasses.replace(cluster, ssh=dataclasses.replace(cluster.ssh, **ssh_changes))
+    return cluster
+
+
+@pytest.fixture
+async def fleet(tmp_path: Path) -> AsyncIterator[Fleet]:
+    async with run_fleet(nodes=NODES, port=0, state_dir=tmp_path / "fleet") as running:
+        yield running
+
+
+async def wait_for(
+    source: SshSource, check: Callable[[dict[str, NodeSample]], bool], timeout_s: float = 15.0
+) -> dict[str, NodeSample]:
+    deadline = time.monotonic() + timeout_s
+    nodes: dict[str, NodeSample] = {}
+    while time.monotonic() < deadline:
+        result = await source.collect(time.time())
+        nodes = {n.name: n for n in result.nodes}
+        if check(nodes):
+            return nodes
+        await asyncio.sleep(0.05)
+    details = {name: (n.reachability.value, n.error, len(n.gpus)) for name, n in nodes.items()}
+    raise AssertionError(f"condition not met in {timeout_s}s: {details}")
+
+
+def answering(fleet: Fleet) -> list[str]:
+    return [n for n in fleet.node_names if n not in fleet.unresponsive_nodes]
+
+
+def incident(fleet: Fleet, kind: str) -> str:
+    return next(i.node for i in fleet.cluster.incidents if i.kind == kind)
+
+
+async def test_every_answering_node_streams_its_gpus_and_slow_facts(fleet: Fleet) -> None:
+    config = fast(load_config(fleet.config_path))
+    source = SshSource(cluster_of(config), config.poll, time.time)
+    await source.start()
+    try:
+        silent = fleet.unresponsive_nodes
+        up = answering(fleet)
+        nodes = await wait_for(
+            source, lambda ns: all(ns[n].gpus and ns[n].ib_ports and "topology" in ns[n].facts for n in up)
+        )
+        truth = {n.name: n for n in fleet.cluster.result().nodes}
+        for name in up:
+            node = nodes[name]
+            assert node.error is None, (name, node.error)
+            assert {g.uuid for g in node.gpus} == {g.uuid for g in truth[name].gpus}
+            assert len(node.ib_ports) == len(truth[name].ib_ports)
+            assert node.expected_gpu_count == 8
+        missing = incident(fleet, "missing_gpu")
+        assert missing in up
+        if missing in up:
+            assert len(nodes[missing].gpus) == 7 and nodes[missing].missing_gpu_count == 1
+        for name in silent:
+            assert nodes[name].reachability is Reachability.DOWN
+            assert nodes[name].gpus == ()
+    finally:
+        await source.close()
+
+
+async def test_refused_key_and_unknown_host_key_are_named_and_not_retried_in_a_loop(
+    fleet: Fleet, tmp_path: Path
+) -> None:
+    config = fast(load_config(fleet.config_path))
+    victim = answering(fleet)[0]
+    fleet.faults.set(victim, Fault.REFUSE_AUTH)
+    source = SshSource(cluster_of(config), config.poll, time.time)
+    await source.start()
+    try:
+        nodes = await wait_for(
+            source, lambda ns: bool(ns[victim].error and "authentication" in ns[victim].error)
+        )
+        assert nodes[victim].reachability is Reachability.DOWN
+        link = source.links[victim]
+        version = link.version
+        await asyncio.sleep(1.0)  # several backoff periods: a refused key must not be retried meanwhile
+        assert link.version == version
+        # a refresh does retry, and once the key is accepted the node comes up
+        fleet.faults.clear(victim)
+        source.refresh()
+        await wait_for(source, lambda ns: bool(ns[victim].gpus))
+    finally:
+        await source.close()
+
+    # Straight to the fleet's address with a known_hosts that does not know it: refused, and said so.
+    empty_known_hosts = tmp_path / "empty_known_hosts"
+    empty_known_hosts.write_text("")
+    strict = dataclasses.replace(
+        cluster_of(
+            config,
+            user=victim,
+            port=fleet.port,
+            identity_files=(str(fleet.client_key_path),),
+            config_file=str(tmp_path / "no_ssh_config"),
+            known_hosts=str(empty_known_hosts),
+        ),
+        node_names=("127.0.0.1",),
+    )
+    source = SshSource(strict, config.poll, time.time)
+    await source.start()
+    try:
+        nodes = await wait_for(source, lambda ns: "host key" in (ns["127.0.0.1"].error or ""))
+        assert "host key not verifiable" in (nodes["127.0.0.1"].error or "")
+        assert nodes["127.0.0.1"].reachability is Reachability.DOWN
+    finally:
+        await source.close()
+
+
+@pytest.mark.parametrize(
+    ("fault", "words"),
+    [
+        (Fault.DRIVER_ERROR, "lost"),
+        (Fault.NO_NVIDIA_SMI, "not installed"),
+        (Fault.GARBAGE, "unreadable"),
+        (Fault.STALL_HANDSHAKE, "timeout"),
+    ],
+)
+async def test_a_failing_node_says_why_while_the_others_keep_updating(
+    fleet: Fleet, fault: Fault, words: str
+) -> None:
+    config = fast(load_config(fleet.config_path))
+    cluster = cluster_of(config, connect_timeout_s=1.0)
+    victim = answering(fleet)[1]
+    healthy = [n for n in fleet.node_names if n != victim and n not in fleet.unresponsive_nodes]
+    fleet.faults.set(victim, fault)
+    source = SshSource(cluster, config.poll, time.time)
+    await source.start()
+    try:
+        await wait_for(source, lambda ns: all(ns[n].gpus for n in healthy))
+        nodes = await wait_for(source, lambda ns: words in (ns[victim].error or ""))
+        assert nodes[victim].gpus == () or nodes[victim].reachability is Reachability.OK
+        # the others keep producing fresh samples meanwhile
+        before = {n: nodes[n].sampled_at_s for n in healthy}
+        later = await wait_for(
+            source, lambda ns: all((ns[n].sampled_at_s or 0) > (before[n] or 0) for n in healthy), timeout_s=5
+        )
+        assert all(later[n].error is None for n in healthy)
+    finally:
+        await source.close()
+
+
+async def test_a_stream_that_dies_reconnects_with_backoff(fleet: Fleet) -> None:
+    config = fast(load_config(fleet.config_path))
+    victim = answering(fleet)[2]
+    source = SshSource(cluster_of(config), config.poll, time.time)
+    await source.start()
+    try:
+        await wait_for(source, lambda ns: bool(ns[victim].gpus))
+        fleet.faults.set(victim, Fault.DIE_MIDSTREAM)
+        await wait_for(source, lambda ns: ns[victim].error not in (None, "connecting"))
+        fleet.faults.clear(victim)
+        first = (await source.collect(time.time())).nodes
+        stamp = next(n for n in first if n.name == victim).sampled_at_s or 0
+        nodes = await wait_for(
+            source, lambda ns: (ns[victim].sampled_at_s or 0) > stamp and not ns[victim].error
+        )
+        assert nodes[victim].gpus
+    finally:
+        await source.close()
+
+
+async def test_unchanged_nodes_keep_their_sample_object(fleet: Fleet) -> None:
+    config = fast(load_config(fleet.config_path))
+    source = SshSource(cluster_of(config), config.poll, time.time)
+    await source.start()
+    try:
+        await wait_for(source, lambda ns: any(n.gpus for n in ns.values()))
+        first = await source.collect(time.time())
+        second = await source.collect(time.time())
+        assert all(a is b for a, b in zip(first.nodes, second.nodes, strict=True))
+    finally:
+        await source.close()
