@@ -235,3 +235,10 @@ def test_format_age() -> None:
     assert format_age(3 * 3600) == "3h"
     assert format_age(3 * 86400) == "3d"
     assert format_age(-4) == "0s"
+
+
+def test_a_node_that_answers_but_reports_a_broken_driver_is_critical() -> None:
+    lost = node("n1", error="GPU 0000:18:00.0 lost: unable to determine the device handle")
+    assert kinds(lost) == [(Severity.CRIT, "collect")]
+    hiccup = node("n1", error="metrics stream ended (nvidia-smi exit status 0)")
+    assert kinds(hiccup) == [(Severity.WARN, "collect")]

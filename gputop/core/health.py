@@ -35,6 +35,10 @@ APPLICATION_XIDS: dict[int, str] = {
 }
 
 
+# Words in a collection error that mean the GPU or its driver, not the network, is in trouble.
+DRIVER_TROUBLE_WORDS = ("lost", "fallen off", "driver", "nvml", "not installed")
+
+
 @dataclass(frozen=True, slots=True)
 class Problem:
     severity: Severity
@@ -78,6 +82,11 @@ def assess_node(
             reason = "no answer"
         severity = Severity.CRIT if node.reachability is Reachability.DOWN else Severity.WARN
         add(severity, None, node.reachability.value, f"{node.reachability.value}: {reason}")
+
+    elif node.error:
+        # Still answering (the last data is fresh) but something on the node is broken right now.
+        hardware = any(word in node.error.lower() for word in DRIVER_TROUBLE_WORDS)
+        add(Severity.CRIT if hardware else Severity.WARN, None, "collect", node.error)
 
     missing = node.missing_gpu_count
     if missing:

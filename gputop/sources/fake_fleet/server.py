@@ -53,10 +53,12 @@ SESSION_EXIT_REFUSED: Final = 255
 def raise_open_file_limit() -> int:
     """Soft RLIMIT_NOFILE up to the hard limit: each connection holds a socket. Returns the new limit."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if hard == resource.RLIM_INFINITY or soft < hard:
-        target = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
-        with contextlib.suppress(ValueError, OSError):
-            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    if soft == hard:
+        return soft
+    # An unlimited hard limit still meets the kernel's fs.nr_open (1,048,576 by default) on the way.
+    target = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
+    with contextlib.suppress(ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
     return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
 
 

@@ -196,12 +196,14 @@ class NodeScreen(Screen[None]):
         for problem in row.problems:
             text.append(f"  {problem.severity.value.upper():4} ", palette.severity[problem.severity])
             text.append(problem.message + "\n")
-        if node.error or node.sampled_at_s is not None:
+        if node.error or node.sampled_at_s is not None or node.fact_errors:
             text.append("\nCollection\n", style="bold")
             if node.sampled_at_s is not None:
                 text.append(f"  last data {format_age(now_s - node.sampled_at_s)} ago\n")
             if node.error and not node.error.startswith("no data for"):
                 text.append(f"  {node.error}\n", palette.severity[Severity.WARN])
+        for command, reason in sorted(node.fact_errors.items()):
+            text.append(f"  {command}: {reason}\n", palette.severity[Severity.WARN])
         slurm = view.snapshot.slurm
         slurm_node = slurm.nodes.get(node.name) if slurm else None
         if slurm_node is not None:
