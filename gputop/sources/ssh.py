@@ -80,9 +80,15 @@ class SshSource:
             link.refresh()
 
     async def close(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        # On Python 3.11 asyncio.wait_for can swallow a cancel that lands as its read completes, so a
+        # task may need asking more than once; never wait forever on one.
+        pending = {t for t in self._tasks if not t.done()}
+        for _ in range(5):
+            if not pending:
+                break
+            for task in pending:
+                task.cancel()
+            _done, pending = await asyncio.wait(pending, timeout=1.0)
         self._tasks.clear()
 
     # -- building samples -----------------------------------------------------------------------------
