@@ -242,3 +242,8 @@ def test_a_node_that_answers_but_reports_a_broken_driver_is_critical() -> None:
     assert kinds(lost) == [(Severity.CRIT, "collect")]
     hiccup = node("n1", error="metrics stream ended (nvidia-smi exit status 0)")
     assert kinds(hiccup) == [(Severity.WARN, "collect")]
+
+
+def test_a_node_that_never_answered_is_down_not_eight_gpus_missing() -> None:
+    never = node("n1", reachability=Reachability.DOWN, sampled_at_s=None, gpus=(), error="connection refused")
+    assert kinds(never) == [(Severity.CRIT, "down")]

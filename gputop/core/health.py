@@ -88,7 +88,8 @@ def assess_node(
         hardware = any(word in node.error.lower() for word in DRIVER_TROUBLE_WORDS)
         add(Severity.CRIT if hardware else Severity.WARN, None, "collect", node.error)
 
-    missing = node.missing_gpu_count
+    # A node that never answered has no GPUs to count: "down" already says it all.
+    missing = node.missing_gpu_count if node.gpus else 0
     if missing:
         present = {g.index for g in node.gpus}
         absent = [i for i in range(node.expected_gpu_count or 0) if i not in present][:missing]
