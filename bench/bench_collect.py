@@ -234,13 +234,15 @@ def percentile(values: Iterable[float], p: float) -> float:
     return ordered[min(rank, len(ordered)) - 1]
 
 
-def machine_cpu_s() -> tuple[float, float]:
-    """(busy, total) CPU seconds of the whole machine, all cores, from /proc/stat."""
+def machine_cpu_s() -> tuple[float, float, float]:
+    """(busy, total, irq) CPU seconds of the whole machine, all cores, from /proc/stat: busy is all but
+    idle and iowait; irq is interrupts, softirqs (loopback traffic is handled there) and hypervisor steal,
+    time no process's own figures include."""
     with open("/proc/stat", encoding="ascii") as f:
-        values = [int(v) for v in f.readline().split()[1:]]
-    idle = values[3] + (values[4] if len(values) > 4 else 0)  # idle + iowait
-    total = sum(values[:8])  # guest time is already counted in user
-    return (total - idle) / CLK_TCK, total / CLK_TCK
+        values = [int(v) for v in f.readline().split()[1:]] + [0] * 8
+    user, nice, system, idle, iowait, irq, softirq, steal = values[:8]
+    total = user + nice + system + idle + iowait + irq + softirq + steal  # guest time is counted in user
+    return (total - idle - iowait) / CLK_TCK, total / CLK_TCK, (irq + softirq + steal) / CLK_TCK
 
 
 def proc_status_kib(field: str) -> float:
@@ -360,6 +362,7 @@ class Window:
     fleet_cpu_s: float = 0.0
     machine_busy_s: float = 0.0
     machine_total_s: float = 0.0
+    machine_irq_s: float = 0.0
     ages: list[float] = dataclasses.field(default_factory=list)
     missing: int = 0
     fresh: int = 0
@@ -383,7 +386,11 @@ class Window:
         """CPU of everything else on the machine, % of one core."""
         if not self.wall_s:
             return math.nan
-        return 100 * (self.machine_busy_s - self.cpu_s - self.fleet_cpu_s) / self.wall_s
+        return 100 * (self.machine_busy_s - self.machine_irq_s - self.cpu_s - self.fleet_cpu_s) / self.wall_s
+
+    @property
+    def irq_pct(self) -> float:
+        return 100 * self.machine_irq_s / self.wall_s if self.wall_s else math.nan
 
     @property
     def machine_pct(self) -> float:
@@ -401,13 +408,13 @@ async def measure_window(
     gc_watch.active = True
     recorder.active = True
     fleet0 = fleet.cpu_s()
-    busy0, total0 = machine_cpu_s()
+    busy0, total0, irq0 = machine_cpu_s()
     wall0 = time.monotonic()
     cpu0 = time.process_time()
     await asyncio.sleep(seconds)
     cpu1 = time.process_time()
     wall1 = time.monotonic()
-    busy1, total1 = machine_cpu_s()
+    busy1, total1, irq1 = machine_cpu_s()
     fleet1 = fleet.cpu_s()
     recorder.active = False
     gc_watch.active = False
@@ -418,6 +425,7 @@ async def measure_window(
         fleet_cpu_s=fleet1 - fleet0,
         machine_busy_s=busy1 - busy0,
         machine_total_s=total1 - total0,
+        machine_irq_s=irq1 - irq0,
         ages=list(recorder.ages),
         missing=recorder.missing,
         fresh=recorder.fresh,
@@ -977,27 +985,31 @@ def gc_row(w: Window) -> Row:
 
 
 def saturation(name: str, w: Window, cores: int) -> list[str]:
-    """Why the fleet may not have kept up during a window, if it may not have."""
-    problems = []
-    if w.fleet_cpu_pct >= FLEET_SATURATED_PCT:
-        problems.append(f"fleet CPU {w.fleet_cpu_pct:.0f} % of its one core")
+    """Whether the fleet kept up during a window, and whether the machine was quiet enough to trust it."""
     lag = w.fleet_lag.get("p99")
+    fleet = []
+    if w.fleet_cpu_pct >= FLEET_SATURATED_PCT:
+        fleet.append(f"its CPU was {w.fleet_cpu_pct:.0f} % of its one core")
     if lag is not None and lag >= FLEET_LAG_SATURATED_S:
-        problems.append(f"fleet loop lag p99 {1000 * lag:.0f} ms")
+        fleet.append(f"its loop lag p99 was {1000 * lag:.0f} ms")
+    noise = []
     if w.machine_pct >= MACHINE_SATURATED_PCT:
-        problems.append(f"machine {w.machine_pct:.0f} % busy over its {cores} cores")
-    others = w.others_pct
-    if others >= OTHERS_BUSY_PCT:
-        problems.append(f"other processes took {others:.0f} % of a core")
-    if not problems:
-        return [
-            f"  {name}: the fleet kept up (CPU {w.fleet_cpu_pct:.0f} % of a core, loop lag p99 "
-            f"{1000 * (lag or 0):.0f} ms; machine {w.machine_pct:.0f} % busy over {cores} cores)"
+        noise.append(f"the machine was {w.machine_pct:.0f} % busy over its {cores} cores")
+    if w.others_pct >= OTHERS_BUSY_PCT:
+        noise.append(f"other processes took {w.others_pct:.0f} % of a core")
+    measured = (
+        f"CPU {w.fleet_cpu_pct:.0f} % of a core, loop lag p99 {1000 * (lag or 0):.0f} ms; "
+        f"machine {w.machine_pct:.0f} % busy over {cores} cores"
+    )
+    if fleet:
+        lines = [
+            f"  {name}: the fleet may NOT have kept up ({'; '.join(fleet)}): this phase's figures are suspect"
         ]
-    return [
-        f"  {name}: the fleet may NOT have kept up: {'; '.join(problems)}; figures of this phase are suspect;"
-        " rerun on a quiet machine"
-    ]
+    else:
+        lines = [f"  {name}: the fleet kept up ({measured})"]
+    if noise:
+        lines.append(f"  {name}: {'; '.join(noise)}: figures are noisy, rerun on a quiet machine")
+    return lines
 
 
 def report(
@@ -1047,6 +1059,7 @@ def report(
         Row("   fleet event-loop lag, p99", 1000 * (w.fleet_lag.get("p99") or math.nan), "ms"),
         Row(f"   machine busy, % of all {cores} cores", w.machine_pct, "%"),
         Row("   other processes on the machine, % of one core", w.others_pct, "%"),
+        Row("   irq + softirq + steal, % of one core", w.irq_pct, "%"),
         Row("RSS after the streaming window", s.rss_mb, "MB", TARGET_RSS_MB),
         Row("   peak RSS (VmHWM) so far", s.hwm_mb, "MB"),
     ]
@@ -1088,6 +1101,7 @@ def report(
             Row("   fleet event-loop lag, p99", 1000 * (x.fleet_lag.get("p99") or math.nan), "ms"),
             Row(f"   machine busy, % of all {cores} cores", x.machine_pct, "%"),
             Row("   other processes on the machine, % of one core", x.others_pct, "%"),
+            Row("   irq + softirq + steal, % of one core", x.irq_pct, "%"),
             Row("RSS at the end of the run", e.rss_mb, "MB", note=f"peak {e.hwm_mb:.1f} MB"),
         ]
     print()
