@@ -1,7 +1,7 @@
 """Collection benchmark: gputop's SSH pipeline against 1,000 fake nodes, headless, next to exec-per-tick.
 
     python bench/bench_collect.py [--nodes 1000] [--seconds 30] [--quick] [--profile]
-                                  [--ssh-config-once] [--no-exec] [--connect-limit S]
+                                  [--no-exec] [--connect-limit S]
 
 The fake fleet (gputop.sources.fake_fleet) runs in a separate process, so the CPU figures are gputop's
 alone. This process runs the real pipeline without a UI: SshSource (one persistent connection and one
@@ -48,7 +48,7 @@ from gputop.core.summary import ClusterView
 from gputop.poller import Poller
 from gputop.sources.commands import CommandSpec
 from gputop.sources.ssh import SshSource, node_sample, raise_open_file_limit
-from gputop.sources.ssh_node import NodeLink
+from gputop.sources.ssh_node import PREFERRED_CIPHERS, NodeLink
 
 GPUS_PER_NODE = 8
 INTERVAL_S = 1.0
@@ -59,7 +59,10 @@ EXEC_SETTLE_S = 3.0
 CONNECT_LIMIT_S = 60.0
 LAG_PROBE_S = 0.1
 PROFILE_MAX_S = 15.0
-STOP_GRACE_S = 5.0
+# Longer than SshSource.close() takes to give up on tasks by itself (5 rounds of 1 s), so the
+# benchmark steps in only when close() would otherwise never return.
+STOP_GRACE_S = 15.0
+STOP_LIMIT_S = 120.0
 
 TARGET_AGE_P95_S = 2.0
 TARGET_CPU_PCT = 15.0
@@ -386,7 +389,8 @@ class Window:
         """CPU of everything else on the machine, % of one core."""
         if not self.wall_s:
             return math.nan
-        return 100 * (self.machine_busy_s - self.machine_irq_s - self.cpu_s - self.fleet_cpu_s) / self.wall_s
+        others_s = self.machine_busy_s - self.machine_irq_s - self.cpu_s - self.fleet_cpu_s
+        return max(0.0, 100 * others_s / self.wall_s)  # clock-tick rounding can leave it a little below 0
 
     @property
     def irq_pct(self) -> float:
@@ -469,45 +473,96 @@ def read_fleet_ssh_config(path: Path) -> dict[str, HostEntry]:
     }
 
 
-def install_ssh_config_once(hosts: dict[str, HostEntry]) -> None:
-    """--ssh-config-once: asyncssh.connect, for this process, takes what each node's Host block says from
-    ``hosts`` (read once) instead of parsing the whole ssh_config again for every connection. Emulates
-    the fix suggested for NodeLink._connect; everything after the handshake is unchanged."""
-    real_connect = asyncssh.connect
-
-    async def connect(host: str = "", port: Any = (), **kwargs: Any) -> Any:
-        entry = hosts.get(host)
-        if entry is None or not kwargs.get("config"):
-            return await real_connect(host, port, **kwargs)
-        kwargs["config"] = []
-        kwargs.setdefault("username", entry.user)
-        kwargs.setdefault("client_keys", [entry.identity_file])
-        return await real_connect(entry.hostname, entry.port if port == () else port, **kwargs)
-
-    asyncssh.connect = connect  # type: ignore[assignment]
+async def connect_entry(entry: HostEntry, timeout_s: float) -> Any:
+    """A connection with the options the fleet's ssh_config gives a node (read once) and gputop's own
+    cipher order, so the baselines differ from gputop only in what they do with the connection."""
+    return await asyncssh.connect(
+        entry.hostname,
+        entry.port,
+        username=entry.user,
+        client_keys=[entry.identity_file],
+        known_hosts=entry.known_hosts,
+        config=[],
+        connect_timeout=timeout_s,
+        keepalive_interval=15,
+        keepalive_count_max=3,
+        encryption_algs=list(PREFERRED_CIPHERS),
+    )
 
 
 # -- stopping ---------------------------------------------------------------------------------------------
-async def stop_poller(poller: Poller, task: asyncio.Task[None], tasks: Sequence[asyncio.Task[Any]]) -> int:
-    """Stops the poller, whose run() then closes its sources, and waits for it. On Python 3.11 a task
-    awaiting `asyncio.wait_for` can swallow its cancellation (when the awaited thing finishes in the same
-    loop iteration) and keep running, so a source's close() can wait forever: tasks of ``tasks`` still
-    running after a grace period are cancelled again. Returns how many needed that."""
+@dataclasses.dataclass
+class Stopped:
+    """How a source's close() went."""
+
+    close_s: float = math.nan  # poller.stop() until its run() (which closes the source) returned
+    recancelled: int = 0  # tasks cancelled, still running after a grace period, cancelled again by us
+    left_running: int = 0  # of the source's own tasks, still running when close() had returned
+    others: dict[str, int] = dataclasses.field(default_factory=dict)  # every other task still alive then
+
+
+async def stop_poller(
+    poller: Poller, task: asyncio.Task[None], tasks: Sequence[asyncio.Task[Any]]
+) -> Stopped:
+    """Stops the poller, whose run() then closes its sources, waits for it, and says what close() left.
+
+    On Python 3.11 a task awaiting `asyncio.wait_for` can swallow its cancellation (when the awaited
+    thing finishes in the same loop iteration) and keep running. A close() that waits for its tasks can
+    then wait forever: tasks of ``tasks`` cancelled and still running after a grace period are cancelled
+    again. A close() that stops waiting leaves them running: they are counted, and every task still
+    alive besides this one is cancelled until it ends, so nothing of this phase runs into the next."""
+    stopped = Stopped()
+    started = time.monotonic()
     poller.stop()
-    done, _ = await asyncio.wait({task}, timeout=STOP_GRACE_S)
     again: set[asyncio.Task[Any]] = set()
-    for _ in range(20):
+    while True:
+        done, _ = await asyncio.wait({task}, timeout=STOP_GRACE_S)
         if done:
             break
-        stuck = [t for t in tasks if not t.done()]
+        if time.monotonic() - started > STOP_LIMIT_S:
+            raise RuntimeError("the poller did not stop: its source's close() never returned")
+        stuck = [t for t in tasks if not t.done() and t.cancelling()]
         again.update(stuck)
         for t in stuck:
             t.cancel()
-        done, _ = await asyncio.wait({task}, timeout=STOP_GRACE_S)
-    if not done:
-        raise RuntimeError("the poller did not stop: its source's close() never returned")
+    stopped.close_s = time.monotonic() - started
     task.result()
-    return len(again)
+    stopped.recancelled = len(again)
+    stopped.left_running = sum(1 for t in tasks if not t.done())
+    stopped.others = await cancel_leftovers(exclude=set(tasks))
+    return stopped
+
+
+def task_chain(task: asyncio.Task[Any]) -> str:
+    """Where a task waits: its coroutine chain, innermost last."""
+    names = []
+    coro: Any = task.get_coro()
+    while coro is not None:
+        frame = getattr(coro, "cr_frame", None) or getattr(coro, "gi_frame", None)
+        if frame is not None:
+            names.append(f"{frame.f_code.co_name}:{frame.f_lineno}")
+        coro = getattr(coro, "cr_await", None) or getattr(coro, "gi_yieldfrom", None)
+    return " > ".join(names) or repr(task.get_coro())
+
+
+async def cancel_leftovers(exclude: set[asyncio.Task[Any]] | None = None) -> dict[str, int]:
+    """Cancels every task still alive besides this one (asyncio.run would, but only once, and would then
+    wait forever on a task that swallows it); returns where those not in ``exclude`` were waiting."""
+    current = asyncio.current_task()
+    left = [t for t in asyncio.all_tasks() if t is not current and not t.done()]
+    where: dict[str, int] = {}
+    for t in left:
+        if exclude is None or t not in exclude:
+            chain = task_chain(t)
+            where[chain] = where.get(chain, 0) + 1
+    for _ in range(20):
+        left = [t for t in left if not t.done()]
+        if not left:
+            break
+        for t in left:
+            t.cancel()
+        await asyncio.wait(left, timeout=1.0)
+    return where
 
 
 # -- counting the slow facts gputop runs ------------------------------------------------------------------
@@ -546,6 +601,7 @@ class ExecLink:
         self.sampled_at_s: float | None = None
         self.facts: dict[str, Any] = {}
         self.fact_errors: dict[str, str] = {}
+        self.derived: dict[str, tuple[Any, Any]] = {}
         self.error: str | None = None
         self.version = 0
 
@@ -684,7 +740,7 @@ class StreamResult:
     hwm_mb: float = math.nan
     not_ok: int = 0  # answering nodes not OK at the end of the window
     profile: str = ""
-    recancelled: int = 0  # link tasks that ignored the first cancel at close
+    stopped: Stopped = dataclasses.field(default_factory=Stopped)
 
 
 @dataclasses.dataclass
@@ -700,7 +756,7 @@ class ExecResult:
     errors: dict[str, int] = dataclasses.field(default_factory=dict)
     rss_mb: float = math.nan
     hwm_mb: float = math.nan
-    recancelled: int = 0
+    stopped: Stopped = dataclasses.field(default_factory=Stopped)
 
 
 def bench_config(config: Config) -> tuple[ClusterConfig, Config]:
@@ -792,8 +848,8 @@ async def stream_phase(
         profiler.disable()
         result.profile = profile_text(profiler, f"streaming pipeline, {profile_s:g} s")
     link_tasks = list(source._tasks)
-    result.recancelled = await stop_poller(poller, task, link_tasks)
     await probe.stop()
+    result.stopped = await stop_poller(poller, task, link_tasks)
     return result
 
 
@@ -822,17 +878,7 @@ async def exec_phase(config: Config, fleet: FleetProcess, info: FleetInfo, secon
         entry = hosts[link.name]
         try:
             async with handshakes:
-                link.conn = await asyncssh.connect(
-                    entry.hostname,
-                    entry.port,
-                    username=entry.user,
-                    client_keys=[entry.identity_file],
-                    known_hosts=entry.known_hosts,
-                    config=[],
-                    connect_timeout=settings.connect_timeout_s,
-                    keepalive_interval=15,
-                    keepalive_count_max=3,
-                )
+                link.conn = await connect_entry(entry, settings.connect_timeout_s)
         except Exception as err:  # counted, and the node shows the error
             link.error = f"connect: {type(err).__name__}: {err}"
 
@@ -872,9 +918,45 @@ async def exec_phase(config: Config, fleet: FleetProcess, info: FleetInfo, secon
     result.latencies_s, result.parse_cpu_s, result.errors = list(s.latencies_s), s.parse_cpu_s, dict(s.errors)
     result.rss_mb = proc_status_kib("VmRSS") / 1024
     result.hwm_mb = proc_status_kib("VmHWM") / 1024
-    result.recancelled = await stop_poller(poller, task, list(source._tasks))
+    tasks = list(source._tasks)
     await probe.stop()
+    result.stopped = await stop_poller(poller, task, tasks)
     return result
+
+
+# -- the floor: asyncssh streaming with nothing done with the lines -----------------------------------------
+async def floor_phase(config: Config, fleet: FleetProcess, info: FleetInfo, seconds: float) -> float:
+    """gputop's streaming command on a persistent connection per node, its output read and thrown away:
+    what the transport alone costs on this machine, % of one core. gputop's own figure less this is what
+    gputop adds (parsing, samples, the poller, slow facts)."""
+    cluster, _ = bench_config(config)
+    hosts = read_fleet_ssh_config(Path(os.path.expanduser(cluster.ssh.config_file)))
+    template = SshSource(cluster, config.poll, time.time)
+    spec = next(c for c in template.commands.values() if c.stream)
+    handshakes = asyncio.Semaphore(cluster.ssh.max_concurrent_handshakes)
+    conns: list[Any] = []
+
+    async def stream(name: str) -> None:
+        entry = hosts[name]
+        async with handshakes:
+            conn = await connect_entry(entry, cluster.ssh.connect_timeout_s)
+        conns.append(conn)
+        process = await conn.create_process(spec.command_line, encoding=None)
+        while await process.stdout.read(65536):
+            pass
+
+    names = [n for n in cluster.node_names if n not in info.unresponsive]
+    tasks = [asyncio.create_task(stream(n)) for n in names]
+    await asyncio.sleep(EXEC_SETTLE_S + 5)
+    cpu0, wall0 = time.process_time(), time.monotonic()
+    await asyncio.sleep(seconds)
+    pct = 100 * (time.process_time() - cpu0) / (time.monotonic() - wall0)
+    for t in tasks:
+        t.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    for conn in conns:
+        conn.close()
+    return pct
 
 
 # -- report ---------------------------------------------------------------------------------------------
@@ -984,6 +1066,26 @@ def gc_row(w: Window) -> Row:
     )
 
 
+def print_stopped(what: str, stopped: Stopped, tasks: int) -> None:
+    if stopped.recancelled:
+        print(
+            f"  {what} was still waiting after {STOP_GRACE_S:g} s on {stopped.recancelled} cancelled"
+            " tasks that kept running (asyncio.wait_for on Python 3.11 swallows a cancel that lands as"
+            " the awaited read completes): the benchmark cancelled them again; left to itself, close()"
+            " would never return."
+        )
+    if stopped.left_running:
+        print(
+            f"  {what} returned after {stopped.close_s:.1f} s with {stopped.left_running} of its {tasks} node"
+            " tasks still running (they would stream on, unwatched): the benchmark cancelled them, and:"
+        )
+    if stopped.others:
+        if not stopped.left_running:
+            print(f"  {what} returned after {stopped.close_s:.1f} s; tasks still alive then, cancelled:")
+        for chain, count in sorted(stopped.others.items(), key=lambda kv: -kv[1])[:6]:
+            print(f"    x{count}: {chain}")
+
+
 def saturation(name: str, w: Window, cores: int) -> list[str]:
     """Whether the fleet kept up during a window, and whether the machine was quiet enough to trust it."""
     lag = w.fleet_lag.get("p99")
@@ -1013,7 +1115,12 @@ def saturation(name: str, w: Window, cores: int) -> list[str]:
 
 
 def report(
-    args: argparse.Namespace, info: FleetInfo, nodes: int, s: StreamResult, e: ExecResult | None
+    args: argparse.Namespace,
+    info: FleetInfo,
+    nodes: int,
+    s: StreamResult,
+    e: ExecResult | None,
+    floor_pct: float = math.nan,
 ) -> None:
     w = s.window
     cores = os.cpu_count() or 1
@@ -1062,6 +1169,8 @@ def report(
         Row("   irq + softirq + steal, % of one core", w.irq_pct, "%"),
         Row("RSS after the streaming window", s.rss_mb, "MB", TARGET_RSS_MB),
         Row("   peak RSS (VmHWM) so far", s.hwm_mb, "MB"),
+        Row("SshSource.close(): poller.stop() until run() returned", s.stopped.close_s, "s"),
+        Row("   node tasks still running when it returned", s.stopped.left_running, ""),
     ]
     if e is not None:
         x = e.window
@@ -1103,6 +1212,9 @@ def report(
             Row("   other processes on the machine, % of one core", x.others_pct, "%"),
             Row("   irq + softirq + steal, % of one core", x.irq_pct, "%"),
             Row("RSS at the end of the run", e.rss_mb, "MB", note=f"peak {e.hwm_mb:.1f} MB"),
+            Row("floor: the same stream read and thrown away, % of one core", floor_pct, "%"),
+            Row("   gputop streaming over the floor", w.cpu_pct / floor_pct, "x"),
+            Row("   exec per tick over the floor", x.cpu_pct / floor_pct, "x"),
         ]
     print()
     print_table(rows)
@@ -1115,11 +1227,6 @@ def report(
         " handshake never completes; gputop keeps retrying it with backoff during the streaming phase."
     )
     print(f"  one-shot --query-gpu replies in the exec phase: {info.exec_reply}.")
-    if args.ssh_config_once:
-        print(
-            "  --ssh-config-once: gputop's connects took each node's Host block from the fleet's ssh_config"
-            " read once (a what-if for a fix); without it asyncssh parses the whole file on every connection."
-        )
     if s.never:
         print(
             f"  {s.never} answering nodes had not delivered a sample when the benchmark stopped waiting; the"
@@ -1129,14 +1236,9 @@ def report(
         "  streaming CPU includes gputop's slow facts (processes every 10 s, ibstat and Xid every 30 s, ...);"
         " the exec phase runs only the --query-gpu exec."
     )
-    if s.recancelled:
-        print(
-            f"  at close, {s.recancelled} of gputop's node tasks ignored their cancellation and had to be "
-            "cancelled again (asyncio.wait_for on Python 3.11 swallows a cancel that lands as the awaited "
-            "read completes): SshSource.close() alone would have waited forever."
-        )
-    if e is not None and e.recancelled:
-        print(f"  at close, {e.recancelled} exec-phase tasks had to be cancelled again.")
+    print_stopped("SshSource.close()", s.stopped, answering + len(info.unresponsive))
+    if e is not None:
+        print_stopped("the exec phase's close()", e.stopped, answering - e.connect_failed)
     for line in saturation("streaming phase", w, cores):
         print(line)
     if e is not None:
@@ -1166,16 +1268,18 @@ async def run(args: argparse.Namespace, nodes: int, seconds: float) -> int:
         config = load_config(info.config_path)
         profile_s = min(seconds, PROFILE_MAX_S) if args.profile else 0.0
         print(f"  streaming phase: SshSource + Poller every {INTERVAL_S:g} s ...", flush=True)
-        if args.ssh_config_once:
-            install_ssh_config_once(
-                read_fleet_ssh_config(Path(os.path.expanduser(config.clusters[0].ssh.config_file)))
-            )
         stream = await stream_phase(config, fleet, info, seconds, profile_s, args.connect_limit)
         exec_result = None
+        floor_pct = math.nan
         if not args.no_exec:
             print("  exec phase: one --query-gpu exec per node per tick ...", flush=True)
             exec_result = await exec_phase(config, fleet, info, seconds)
-        report(args, info, nodes, stream, exec_result)
+            print("  floor phase: the same stream per node, read and thrown away ...", flush=True)
+            floor_pct = await floor_phase(config, fleet, info, seconds)
+        leftovers = await cancel_leftovers()
+        report(args, info, nodes, stream, exec_result, floor_pct)
+        for chain, count in sorted(leftovers.items(), key=lambda kv: -kv[1])[:6]:
+            print(f"  still running at the end, cancelled: x{count}: {chain}")
         if stream.profile:
             print(stream.profile)
         if fleet.proc.poll() is not None:
@@ -1208,12 +1312,6 @@ def main(argv: list[str] | None = None) -> int:
         default=CONNECT_LIMIT_S,
         metavar="S",
         help=f"stop waiting for the last nodes' first samples after S seconds (default {CONNECT_LIMIT_S:g})",
-    )
-    parser.add_argument(
-        "--ssh-config-once",
-        action="store_true",
-        help="what-if: gputop's connects take each node's options from the fleet's ssh_config read once, "
-        "instead of asyncssh parsing the whole file for every connection",
     )
     args = parser.parse_args(argv)
     nodes = args.nodes if args.nodes is not None else (200 if args.quick else 1000)

@@ -792,3 +792,63 @@ def test_example_sections_show_the_defaults() -> None:
         DemoConfig(),
     )
     assert (config.read_only, config.audit_log) == (Config().read_only, Config().audit_log)
+
+
+# --- site overrides of the command table ---------------------------------------------------------------
+
+COMMANDS_HEAD = "clusters:\n  - name: c\n    nodes: gpu[1-2]\n    commands:\n"
+
+
+def test_command_overrides_are_read() -> None:
+    config = parse(
+        COMMANDS_HEAD
+        + "      - name: xid\n"
+        + "        argv: [sudo, -n, journalctl, -k, --no-pager, -g, 'NVRM: Xid']\n"
+        + "        interval_s: 120\n"
+        + "      - name: ibstat\n"
+        + "        enabled: false\n"
+    )
+    xid, ibstat = config.clusters[0].commands
+    assert xid.name == "xid"
+    assert xid.argv == ("sudo", "-n", "journalctl", "-k", "--no-pager", "-g", "NVRM: Xid")
+    assert xid.interval_s == 120.0 and xid.timeout_s is None and xid.enabled
+    assert ibstat.name == "ibstat" and not ibstat.enabled and ibstat.argv is None
+
+
+@pytest.mark.parametrize(
+    ("entries", "expected"),
+    [
+        ("      - name: ibstats\n", "'ibstats' is not one of metrics, processes"),
+        ("      - name: metrics\n        enabled: false\n", "the metrics stream cannot be switched off"),
+        ("      - name: metrics\n        interval_s: 2\n", "set that instead"),
+        ("      - name: metrics\n        argv: [nvidia-smi, -L]\n", "must ask nvidia-smi for --query-gpu"),
+        ("      - name: xid\n        argv: []\n", "commands[0].argv: must not be empty"),
+        ("      - name: xid\n        argv: dmesg\n", "write [dmesg] for a single entry"),
+        ("      - name: xid\n        timeout_s: 0\n", "commands[0].timeout_s: 0 is out of range"),
+        ("      - name: xid\n      - name: xid\n        enabled: false\n", "already changed by commands[0]"),
+        ("      - argv: [ibstat]\n", "missing required key 'name'"),
+    ],
+)
+def test_bad_command_overrides_are_refused(entries: str, expected: str) -> None:
+    assert expected in only_error(COMMANDS_HEAD + entries)
+
+
+def test_overrides_change_only_what_they_name() -> None:
+    from gputop.sources.commands import apply_overrides, default_commands
+
+    config = parse(
+        COMMANDS_HEAD
+        + "      - name: processes\n        argv: [/opt/nvidia/bin/nvidia-smi, --query-compute-apps=pid]\n"
+        + "        timeout_s: 3\n"
+        + "      - name: mig_ci\n        enabled: false\n"
+    )
+    defaults = default_commands(1.0, 60.0)
+    table = apply_overrides(defaults, config.clusters[0].commands)
+    assert "mig_ci" not in table and "mig_ci" in defaults
+    processes = table["processes"]
+    assert processes.argv == ("/opt/nvidia/bin/nvidia-smi", "--query-compute-apps=pid")
+    assert processes.timeout_s == 3.0 and processes.interval_s == defaults["processes"].interval_s
+    assert processes.parser == "compute-apps"
+    assert {k: v for k, v in table.items() if k not in ("processes",)} == {
+        k: v for k, v in defaults.items() if k not in ("processes", "mig_ci")
+    }

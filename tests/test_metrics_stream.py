@@ -78,3 +78,23 @@ def test_driver_error_text_is_named() -> None:
     assembler.feed(b"Unable to determine the device handle for GPU0000:18:00.0: Unknown Error\n")
     assert assembler.error is not None and "lost" in assembler.error
     assert assembler.complete is None
+
+
+def test_a_burst_as_large_as_the_last_set_is_whole() -> None:
+    assembler = MetricsAssembler(QUERY_GPU_FIELDS)
+    for i in range(3):
+        assembler.feed(line(i))
+    assert not assembler.burst_complete(), "no earlier set: the size is not known yet"
+    assembler.flush()
+    assembler.feed(line(0))
+    assembler.feed(line(1))
+    assert not assembler.burst_complete(), "two of three: wait for the rest"
+    assembler.feed(line(2))
+    assert assembler.burst_complete()
+
+
+def test_an_expected_count_decides_a_burst() -> None:
+    assembler = MetricsAssembler(QUERY_GPU_FIELDS, expected_gpus=2)
+    assert not assembler.burst_complete()
+    assembler.feed(line(0))
+    assert not assembler.burst_complete()

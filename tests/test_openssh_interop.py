@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import asyncssh
@@ -161,3 +162,76 @@ async def test_a_wrong_host_key_and_a_broken_driver_are_named_while_the_others_s
             await source.close()
     finally:
         real_sshd.clear_faults()
+
+
+def jump_ssh_config(sshd: RealSshd, bastion: str, behind: Sequence[str]) -> str:
+    """node01 as the bastion; the other nodes reachable only through it, as ssh_config says."""
+    common = (
+        f"  User {sshd.user}\n  IdentityFile {sshd.client_key}\n  IdentitiesOnly yes\n"
+        f"  UserKnownHostsFile {sshd.known_hosts}\n  StrictHostKeyChecking yes\n"
+    )
+    text = f"Host jumpbox\n  HostName 127.0.0.1\n  Port {sshd.ports[bastion]}\n{common}"
+    for node in behind:
+        text += f"Host {node}\n  HostName 127.0.0.1\n  Port {sshd.ports[node]}\n  ProxyJump jumpbox\n{common}"
+    return text
+
+
+async def test_nodes_behind_a_bastion_are_reached_through_proxyjump(
+    real_sshd: RealSshd,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    bastion, *behind = real_sshd.nodes
+    config_path = write_config(tmp_path, real_sshd, real_sshd.known_hosts)
+    ssh_config = tmp_path / "ssh_config_jump"
+    ssh_config.write_text(jump_ssh_config(real_sshd, bastion, behind))
+    text = config_path.read_text()
+    text = text.replace(json.dumps(str(real_sshd.ssh_config)), json.dumps(str(ssh_config)))
+    text = text.replace(f"nodes: {fold_nodes(real_sshd.nodes)}", f"nodes: {fold_nodes(behind)}")
+    config_path.write_text(text)
+    source = source_for(config_path)
+    await source.start()
+    try:
+        nodes = await wait_for(source, lambda ns: all(ns[n].gpus for n in behind))
+        for name in behind:
+            assert {g.uuid for g in nodes[name].gpus} == uuids_on(real_sshd, name)
+            # the node's SSH connection runs inside one to the bastion's port
+            tunnel = source.links[name]._conn._tunnel
+            assert tunnel is not None, name
+            assert tunnel.get_extra_info("peername")[1] == real_sshd.ports[bastion]
+    finally:
+        await source.close()
+
+
+async def test_an_unreachable_bastion_is_the_nodes_stated_reason(
+    real_sshd: RealSshd,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    _bastion, *behind = real_sshd.nodes
+    config_path = write_config(tmp_path, real_sshd, real_sshd.known_hosts)
+    text = config_path.read_text()
+    text = text.replace(f"nodes: {fold_nodes(real_sshd.nodes)}", f"nodes: {fold_nodes(behind)}")
+    # gputop's own jump_host setting, to a port where nothing listens
+    closed_port = free_port()
+    text = text.replace(
+        "      connect_timeout_s: 5\n",
+        f"      connect_timeout_s: 5\n      jump_host: 127.0.0.1:{closed_port}\n",
+    )
+    config_path.write_text(text)
+    source = source_for(config_path)
+    await source.start()
+    try:
+        nodes = await wait_for(
+            source, lambda ns: all(ns[n].error and ns[n].error != "connecting" for n in behind)
+        )
+        for name in behind:
+            assert "refused" in (nodes[name].error or ""), nodes[name].error
+            assert not nodes[name].gpus
+    finally:
+        await source.close()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+    return port

@@ -202,3 +202,39 @@ async def test_unchanged_nodes_keep_their_sample_object(fleet: Fleet) -> None:
         assert all(a is b for a, b in zip(first.nodes, second.nodes, strict=True))
     finally:
         await source.close()
+
+
+async def test_processes_are_not_asked_again_while_gpu_memory_stays_put(fleet: Fleet) -> None:
+    config = fast(load_config(fleet.config_path))
+    source = SshSource(cluster_of(config), config.poll, time.time)
+    spec = source.commands["processes"]
+    assert spec.quiet_every_s is not None and spec.quiet_every_s > spec.interval_s
+    # Every 0.1 s, skipped unless memory moved, at least every 10 s.
+    source.commands["processes"] = dataclasses.replace(spec, interval_s=0.1, quiet_every_s=10.0)
+    for name in list(source.commands):
+        if name not in ("metrics", "processes"):
+            del source.commands[name]
+    runs: dict[str, int] = {}
+    await source.start()
+    for link in source.links.values():
+        original = link._run_fact
+
+        async def counted(conn: object, s: object, _o: object = original, _n: str = link.name) -> None:
+            runs[_n] = runs.get(_n, 0) + 1
+            await _o(conn, s)  # type: ignore[operator]
+
+        link._run_fact = counted  # type: ignore[method-assign]
+    try:
+        await wait_for(source, lambda nodes: all(nodes[n].gpus for n in answering(fleet)))
+        await asyncio.sleep(2.0)
+        # 2 s at 0.1 s would be 20 runs per node if each one ran; memory moves now and then in the
+        # simulator, so some run again, but most ticks are skipped.
+        assert runs, "the processes fact never ran"
+        assert max(runs.values()) < 12, runs
+        link = source.links[answering(fleet)[0]]
+        before = runs.get(link.name, 0)
+        link.refresh()  # a refresh asks again at once, whatever memory did
+        await asyncio.sleep(0.3)
+        assert runs.get(link.name, 0) > before
+    finally:
+        await source.close()

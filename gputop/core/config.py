@@ -148,6 +148,34 @@ class SlurmConfig:
     command_timeout_s: float = _opt(10.0, lo=0, lo_open=True, unit="seconds")
 
 
+# The commands gputop runs on each node (gputop.sources.commands.default_commands names them).
+CommandName = Literal[
+    "metrics",
+    "processes",
+    "gpu_list",
+    "topology",
+    "nvlink",
+    "mig_gip",
+    "mig_gipp",
+    "mig_gi",
+    "mig_ci",
+    "ibstat",
+    "xid",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class CommandOverride:
+    """A site's change to one command: another argv (a full path, sudo, another log reader), another
+    cadence or timeout, or switched off. The output must still be what that command's parser reads."""
+
+    name: CommandName
+    argv: tuple[str, ...] | None = _opt(None, nonempty=True)  # run without a shell, each word as given
+    interval_s: float | None = _opt(None, lo=0, lo_open=True, hi=86400, unit="seconds")
+    timeout_s: float | None = _opt(None, lo=0, lo_open=True, hi=3600, unit="seconds")
+    enabled: bool = True
+
+
 @dataclass(frozen=True, slots=True)
 class ClusterConfig:
     name: str = field(metadata=_rules(nonempty=True, pattern=_NAME_PATTERN, pattern_hint=_NAME_HINT))
@@ -161,6 +189,7 @@ class ClusterConfig:
     local: bool = False
     ssh: SshConfig = field(default_factory=SshConfig)
     slurm: SlurmConfig = field(default_factory=SlurmConfig)
+    commands: tuple[CommandOverride, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -538,6 +567,7 @@ def _check_config(s: _Section) -> None:
 
 
 def _check_cluster(s: _Section) -> None:
+    _check_commands_unique(s)
     has_nodes, from_slurm = s.given("nodes"), s.given("nodes_from_slurm")
     if "nodeset" not in s.invalid and "nodes_from_slurm" not in s.invalid:
         if has_nodes and from_slurm:
@@ -564,6 +594,31 @@ def _check_cluster(s: _Section) -> None:
             )
 
 
+def _check_command(s: _Section) -> None:
+    if s.get("name") == "metrics" and s.get("enabled") is False:
+        s.report("enabled", "the metrics stream cannot be switched off: every GPU figure comes from it")
+    if s.get("name") == "metrics" and s.given("interval_s"):
+        s.report("interval_s", "the metrics stream runs every poll.interval_s; set that instead")
+    argv = s.get("argv")
+    if argv == ():
+        s.report("argv", "must not be empty; leave argv out to keep gputop's command")
+    if s.get("name") == "metrics" and isinstance(argv, tuple) and not any("--query-gpu=" in a for a in argv):
+        s.report("argv", "the metrics stream must ask nvidia-smi for --query-gpu=<fields>")
+
+
+def _check_commands_unique(s: _Section) -> None:
+    commands = s.raw.get("commands")
+    if not isinstance(commands, list):
+        return
+    seen: dict[str, int] = {}
+    for i, entry in enumerate(commands):
+        name = entry.get("name") if isinstance(entry, dict) else None
+        if isinstance(name, str) and name in seen:
+            s.report(f"commands[{i}].name", f"{name!r} is already changed by commands[{seen[name]}]")
+        elif isinstance(name, str):
+            seen[name] = i
+
+
 def _check_poll(s: _Section) -> None:
     s.ordered("stale_after_s", "down_after_s", strictly=True)
     s.ordered("backoff_initial_s", "backoff_max_s", strictly=False)
@@ -576,6 +631,7 @@ def _check_thresholds(s: _Section) -> None:
 _CHECKS: Final[Mapping[type, Callable[[_Section], None]]] = {
     Config: _check_config,
     ClusterConfig: _check_cluster,
+    CommandOverride: _check_command,
     PollConfig: _check_poll,
     Thresholds: _check_thresholds,
 }

@@ -7,13 +7,26 @@ Bare `nvidia-smi` is never run: on NVSwitch systems it can hang for 15-20 s.
 
 from __future__ import annotations
 
+import dataclasses
 import shlex
+from collections.abc import Iterable
 from dataclasses import dataclass
 
+from gputop.core.config import CommandOverride
 from gputop.core.parsers.compute_apps import COMPUTE_APPS_FIELDS
 from gputop.core.parsers.query_gpu import QUERY_GPU_FIELDS
 
-__all__ = ["COMPUTE_APPS_FIELDS", "QUERY_GPU_FIELDS", "CommandSpec", "default_commands", "metrics_stream"]
+__all__ = [
+    "COMPUTE_APPS_FIELDS",
+    "QUERY_GPU_FIELDS",
+    "CommandSpec",
+    "apply_overrides",
+    "default_commands",
+    "metrics_stream",
+]
+
+
+MEM_MOVE_MIB = 128.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +37,10 @@ class CommandSpec:
     interval_s: float  # how often it runs; for a stream, how often it prints
     timeout_s: float  # for a stream: how long without a line before the stream counts as dead
     stream: bool = False
+    # When set, a run is skipped while no GPU's memory use has moved by MEM_MOVE_MIB since the last run,
+    # for up to this long: every process holds GPU memory (a CUDA context alone is some 300 MiB), so the
+    # process list cannot change without memory moving.
+    quiet_every_s: float | None = None
 
     @property
     def command_line(self) -> str:
@@ -85,4 +102,28 @@ def default_commands(interval_s: float = 1.0, slow_interval_s: float = 60.0) -> 
             30.0,
         ),
     ]
-    return {c.name: c for c in commands}
+    table = {c.name: c for c in commands}
+    processes = table["processes"]
+    table["processes"] = dataclasses.replace(processes, quiet_every_s=6 * processes.interval_s)
+    return table
+
+
+def apply_overrides(
+    commands: dict[str, CommandSpec], overrides: Iterable[CommandOverride]
+) -> dict[str, CommandSpec]:
+    """The command table with a site's changes (config ``clusters[].commands``) applied."""
+    out = dict(commands)
+    for change in overrides:
+        spec = out.get(change.name)
+        if spec is None:
+            continue
+        if not change.enabled:
+            del out[change.name]
+            continue
+        out[change.name] = dataclasses.replace(
+            spec,
+            argv=change.argv if change.argv is not None else spec.argv,
+            interval_s=change.interval_s if change.interval_s is not None else spec.interval_s,
+            timeout_s=change.timeout_s if change.timeout_s is not None else spec.timeout_s,
+        )
+    return out

@@ -48,6 +48,14 @@ class MetricsAssembler:
             published = self._publish() or published
         return published
 
+    def burst_complete(self) -> bool:
+        """Whether the lines since the last set make a whole set: as many GPUs as expected, else at least
+        as many as the last set had (a node that lost a GPU then publishes one interval later)."""
+        if not self._pending:
+            return False
+        whole = self.expected_gpus if self.expected_gpus is not None else len(self.complete or ())
+        return whole > 0 and len(self._pending) >= whole
+
     def flush(self) -> bool:
         """The stream paused or ended: what has arrived is a set."""
         return self._publish() if self._pending else False

@@ -11,12 +11,17 @@ import contextlib
 import os
 import resource
 from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 from gputop.core.config import ClusterConfig, PollConfig
 from gputop.core.models import GpuProcess, GpuSample, IbPort, NodeSample, Reachability, SourceResult, XidEvent
 from gputop.core.parsers.xid import XidLog
-from gputop.sources.commands import CommandSpec, default_commands
+from gputop.sources.commands import CommandSpec, apply_overrides, default_commands
+from gputop.sources.known_hosts import SharedKnownHosts
+from gputop.sources.ssh_config_index import SshConfigIndex
 from gputop.sources.ssh_node import LinkSettings, NodeLink
+
+_V = TypeVar("_V")
 
 
 def raise_open_file_limit() -> int:
@@ -57,18 +62,27 @@ class SshSource:
     ) -> None:
         self.name = f"ssh:{cluster.name}"
         self.cluster = cluster
-        self.commands = dict(commands or default_commands(poll.interval_s, poll.slow_facts_interval_s))
+        self.commands = apply_overrides(
+            dict(commands or default_commands(poll.interval_s, poll.slow_facts_interval_s)), cluster.commands
+        )
         self.settings = link_settings(cluster, poll)
         self.now = now
         self.links: dict[str, NodeLink] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._samples: dict[str, tuple[int, NodeSample]] = {}
+        self.ssh_config: SshConfigIndex | None = None
 
     async def start(self) -> None:
         raise_open_file_limit()
         handshakes = asyncio.Semaphore(self.cluster.ssh.max_concurrent_handshakes)
+        if self.settings.config_file is not None:
+            jumps = (self.settings.jump_host,) if self.settings.jump_host else ()
+            self.ssh_config = SshConfigIndex(self.settings.config_file, jumps)
+        known_hosts = SharedKnownHosts(self.settings.known_hosts) if self.settings.known_hosts else None
         for name in self.cluster.node_names:
-            link = NodeLink(name, self.settings, self.commands, self.now, handshakes)
+            link = NodeLink(
+                name, self.settings, self.commands, self.now, handshakes, self.ssh_config, known_hosts
+            )
             self.links[name] = link
             self._tasks.append(asyncio.create_task(link.run(), name=f"ssh:{name}"))
 
@@ -90,6 +104,8 @@ class SshSource:
                 task.cancel()
             _done, pending = await asyncio.wait(pending, timeout=1.0)
         self._tasks.clear()
+        if self.ssh_config is not None:
+            self.ssh_config.close()
 
     # -- building samples -----------------------------------------------------------------------------
     def _sample(self, link: NodeLink) -> NodeSample:
@@ -106,7 +122,8 @@ def node_sample(link: NodeLink, expected_gpus: int | None) -> NodeSample:
     processes = facts.pop("processes", None)
     ibstat = facts.pop("ibstat", None)
     xid = facts.pop("xid", None)
-    gpus = _with_processes(link.gpus, getattr(processes, "processes", ()))
+    by_uuid = _derived(link, "processes", processes, _processes_by_uuid)
+    gpus = _with_processes(link.gpus, by_uuid)
     seen = max((g.index for g in gpus), default=-1) + 1
     # Never having heard from a node is DOWN; a node that did answer keeps its last values and ages.
     reachability = Reachability.OK if link.sampled_at_s is not None else Reachability.DOWN
@@ -117,22 +134,42 @@ def node_sample(link: NodeLink, expected_gpus: int | None) -> NodeSample:
         gpus=gpus,
         expected_gpu_count=expected_gpus if expected_gpus is not None else (seen or None),
         error=link.error if link.error else (None if link.sampled_at_s else "connecting"),
-        ib_ports=_ib_ports(ibstat),
-        xid_events=_xid_events(xid, gpus),
+        ib_ports=_derived(link, "ibstat", ibstat, _ib_ports),
+        xid_events=_derived(link, "xid", (xid, _bus_ids(gpus)), lambda key: _xid_events(key[0], gpus)),
         facts=facts,
         fact_errors=dict(link.fact_errors),
     )
 
 
-def _with_processes(
-    gpus: tuple[GpuSample, ...], processes: tuple[tuple[str, GpuProcess], ...]
-) -> tuple[GpuSample, ...]:
-    if not processes:
-        return gpus
+def _derived(link: NodeLink, key: str, source: Any, make: Callable[[Any], _V]) -> _V:
+    """``make(source)``, made again only when the source changed: every tick rebuilds the sample of a
+    node whose metrics moved, but its slow facts change once a minute."""
+    hit = link.derived.get(key)
+    if hit is not None and (hit[0] is source or (type(source) is tuple and hit[0] == source)):
+        value: _V = hit[1]
+        return value
+    made = make(source)
+    link.derived[key] = (source, made)
+    return made
+
+
+def _bus_ids(gpus: tuple[GpuSample, ...]) -> tuple[str | None, ...]:
+    return tuple(g.pci_bus_id for g in gpus)
+
+
+def _processes_by_uuid(fact: object) -> dict[str, tuple[GpuProcess, ...]]:
     by_uuid: dict[str, list[GpuProcess]] = {}
-    for uuid, process in processes:
+    for uuid, process in getattr(fact, "processes", ()):
         by_uuid.setdefault(uuid, []).append(process)
-    return tuple(g._replace(processes=tuple(by_uuid[g.uuid])) if g.uuid in by_uuid else g for g in gpus)
+    return {uuid: tuple(found) for uuid, found in by_uuid.items()}
+
+
+def _with_processes(
+    gpus: tuple[GpuSample, ...], by_uuid: Mapping[str, tuple[GpuProcess, ...]]
+) -> tuple[GpuSample, ...]:
+    if not by_uuid:
+        return gpus
+    return tuple(g._replace(processes=by_uuid[g.uuid]) if g.uuid in by_uuid else g for g in gpus)
 
 
 def _ib_ports(ibstat: object) -> tuple[IbPort, ...]:

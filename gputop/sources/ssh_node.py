@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import os
 import random
 from collections.abc import Callable, Mapping
@@ -21,8 +22,10 @@ from gputop.core.models import GpuSample
 from gputop.core.parsers.common import ParseFailure
 from gputop.core.parsers.driver_errors import detect_driver_error
 from gputop.core.parsers.registry import registry
-from gputop.sources.commands import QUERY_GPU_FIELDS, CommandSpec
+from gputop.sources.commands import MEM_MOVE_MIB, QUERY_GPU_FIELDS, CommandSpec
+from gputop.sources.known_hosts import SharedKnownHosts
 from gputop.sources.metrics_stream import MetricsAssembler
+from gputop.sources.ssh_config_index import SshConfigIndex
 from gputop.sources.ssh_errors import Failure, describe
 
 
@@ -42,6 +45,20 @@ class LinkSettings:
     expected_gpus: int | None
 
 
+STREAM_READ_BYTES = 65536
+# asyncssh's own order with AES-GCM first: its ChaCha20-Poly1305 builds new cipher objects for every
+# packet and costs more CPU per node than everything else gputop does with a line. Every algorithm stays
+# on offer, so any server still finds one; an ssh_config that names Ciphers is followed instead.
+PREFERRED_CIPHERS = (
+    "aes128-gcm@openssh.com",
+    "aes256-gcm@openssh.com",
+    "chacha20-poly1305@openssh.com",
+    "aes256-ctr",
+    "aes192-ctr",
+    "aes128-ctr",
+)
+
+
 class StreamEnded(Exception):
     """The metrics stream stopped; the message says why."""
 
@@ -54,8 +71,12 @@ class NodeLink:
         commands: Mapping[str, CommandSpec],
         now: Callable[[], float],
         handshakes: asyncio.Semaphore,
+        ssh_config: SshConfigIndex | None = None,
+        known_hosts: SharedKnownHosts | None = None,
     ) -> None:
         self.name = name
+        self.ssh_config = ssh_config  # the fleet's ssh_config, read once (else asyncssh reads it per connect)
+        self.known_hosts = known_hosts  # likewise the fleet's known_hosts
         self.settings = settings
         self.commands = dict(commands)
         self.now = now
@@ -67,6 +88,7 @@ class NodeLink:
         self.sampled_at_s: float | None = None
         self.facts: dict[str, Any] = {}  # parsed slow facts by command name
         self.fact_errors: dict[str, str] = {}
+        self.derived: dict[str, tuple[Any, Any]] = {}  # values made from facts, with what they came from
         self.error: str | None = None
         self.connected = False
         self.version = 0  # bumps whenever what the node shows changes
@@ -112,10 +134,16 @@ class NodeLink:
             "keepalive_interval": 15,
             "keepalive_count_max": 3,
         }
-        if s.config_file is not None:
+        if self.ssh_config is not None:
+            options["config"] = [self.ssh_config.path_for(self.name)]
+        elif s.config_file is not None:
             options["config"] = [s.config_file]
+        if self.ssh_config is None or not self.ssh_config.sets_ciphers:
+            options["encryption_algs"] = list(PREFERRED_CIPHERS)
         if s.known_hosts is None:
             options["known_hosts"] = None
+        elif self.known_hosts is not None:
+            options["known_hosts"] = self.known_hosts.option()
         else:
             # A known_hosts file that is not there trusts nothing: every host key is "not verifiable".
             options["known_hosts"] = s.known_hosts if os.path.exists(s.known_hosts) else ()
@@ -161,25 +189,48 @@ class NodeLink:
 
         spec = self.stream_spec
         process = await conn.create_process(spec.command_line, encoding=None, stderr=asyncssh.STDOUT)
+        loop = asyncio.get_running_loop()
+        partial = b""
         try:
-            while True:
-                try:
-                    line = await asyncio.wait_for(process.stdout.readline(), spec.timeout_s)
-                except TimeoutError:
-                    if self.assembler.flush():
-                        self._publish()
-                    raise StreamEnded(f"no metrics from nvidia-smi for {spec.timeout_s:g}s") from None
-                if not line:
-                    if self.assembler.flush():
-                        self._publish()
-                    await process.wait_closed()
-                    raise StreamEnded(self._ended_reason(process.exit_status))
-                if self.assembler.feed(line):
-                    self._publish()
-                elif self.assembler.error is not None and self.assembler.error != self.error:
-                    self._set_error(self.assembler.error)
+            # One deadline, pushed back whenever data arrives: cheaper than a wait_for per read, which
+            # on a thousand nodes printing eight lines a second was a third of gputop's CPU.
+            async with asyncio.timeout(loop.time() + spec.timeout_s) as deadline:
+                while True:
+                    # Whatever has arrived, not one line: nvidia-smi prints a node's GPUs in one burst.
+                    chunk = await process.stdout.read(STREAM_READ_BYTES)
+                    if not chunk:
+                        break
+                    deadline.reschedule(loop.time() + spec.timeout_s)
+                    lines = (partial + chunk).split(b"\n")
+                    partial = lines.pop()
+                    if len(partial) > STREAM_READ_BYTES:  # no newline in sight: not nvidia-smi's CSV
+                        lines.append(partial)
+                        partial = b""
+                    self._feed(lines, burst_ended=not partial)
+        except TimeoutError:
+            if self.assembler.flush():
+                self._publish()
+            raise StreamEnded(f"no metrics from nvidia-smi for {spec.timeout_s:g}s") from None
         finally:
             process.close()
+        self._feed([partial] if partial else [], burst_ended=True)
+        if self.assembler.flush():
+            self._publish()
+        await process.wait_closed()
+        raise StreamEnded(self._ended_reason(process.exit_status))
+
+    def _feed(self, lines: list[bytes], burst_ended: bool) -> None:
+        published = False
+        for line in lines:
+            published = self.assembler.feed(line) or published
+        # A burst that ended on a line boundary with a full set of GPUs is that interval's set: publish
+        # it now rather than when the next interval's first line shows the set was over.
+        if burst_ended and self.assembler.burst_complete():
+            published = self.assembler.flush() or published
+        if published:
+            self._publish()
+        elif self.assembler.error is not None and self.assembler.error != self.error:
+            self._set_error(self.assembler.error)
 
     def _ended_reason(self, exit_status: int | None) -> str:
         if self.assembler.error is not None:
@@ -203,13 +254,31 @@ class NodeLink:
     async def _fact_loop(self, conn: Any, spec: CommandSpec) -> None:
         # Spread the first runs so a thousand nodes do not all run topo -m in the same second.
         await self._sleep_or_wake(random.uniform(0, min(spec.interval_s, 5.0)))  # noqa: S311
+        memory_then: dict[int, float] | None = None
+        ran_at_s = -math.inf
+        woken = False
         while True:
-            await self._run_fact(conn, spec)
-            await self._sleep_or_wake(spec.interval_s)
+            memory_now = {g.index: g.mem_used_mib or 0.0 for g in self.gpus}
+            quiet = (
+                spec.quiet_every_s is not None
+                and not woken
+                and memory_then is not None
+                and self.now() - ran_at_s < spec.quiet_every_s
+                and memory_now.keys() == memory_then.keys()
+                and all(abs(memory_now[i] - memory_then[i]) < MEM_MOVE_MIB for i in memory_now)
+            )
+            if not quiet:
+                memory_then, ran_at_s = memory_now, self.now()
+                await self._run_fact(conn, spec)
+            woken = await self._sleep_or_wake(spec.interval_s)
 
-    async def _sleep_or_wake(self, seconds: float) -> None:
-        with contextlib.suppress(TimeoutError):
+    async def _sleep_or_wake(self, seconds: float) -> bool:
+        """Sleeps; True when a refresh cut the sleep short (then nothing is skipped)."""
+        try:
             await asyncio.wait_for(self._wake.wait(), seconds)
+        except TimeoutError:
+            return False
+        return True
 
     async def _run_fact(self, conn: Any, spec: CommandSpec) -> None:
         import asyncssh

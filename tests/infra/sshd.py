@@ -315,7 +315,9 @@ MaxStartups 2000
 MaxSessions 1000
 LoginGraceTime 30
 X11Forwarding no
-AllowTcpForwarding no
+# any node can be the bastion of the others (ProxyJump tests), and only towards loopback
+AllowTcpForwarding local
+PermitOpen 127.0.0.1:*
 AcceptEnv GPUTOP_*
 # bash, as root's login shell, skips ~/.bashrc when it thinks it is not the top-level shell
 SetEnv SHLVL=1

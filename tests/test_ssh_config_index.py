@@ -1,0 +1,132 @@
+"""The per-host ssh_config copies mean to asyncssh exactly what the whole file means."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+from asyncssh.config import SSHClientConfig
+
+from gputop.sources.ssh_config_index import SMALL_FILE_LINES, SshConfigIndex
+
+NODES = 400
+
+
+def fleet_config(nodes: int = NODES) -> str:
+    """A generated site config: global lines, a block per node, wildcards, a Match and a bastion."""
+    lines = ["# generated", "ServerAliveInterval 30"]
+    lines += ["Host bastion", "  HostName 10.0.0.1", "  User jump", ""]
+    for i in range(1, nodes + 1):
+        lines += [f"Host gpu{i:04d}", "  HostName 127.0.0.1", f"  Port {20000 + i}", f"  User node{i}", ""]
+    lines += [
+        "Host gpu00*,!gpu0001",
+        "  ProxyJump admin@bastion:2200",
+        "  IdentityFile ~/.ssh/id_gpu",
+        "Host=special",
+        "  HostName 127.0.0.9",
+        "Match host 127.0.0.1 user node7",
+        "  Port 2222",
+        "Host *",
+        "  User fallback",
+        "  ConnectTimeout 7",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def options(path: str, host: str) -> dict[str, object]:
+    config = SSHClientConfig.load(None, [path], False, False, False, "me", (), host, ())
+    return dict(config._options)
+
+
+@pytest.fixture
+def config_file(tmp_path: Path) -> Path:
+    path = tmp_path / "ssh_config"
+    path.write_text(fleet_config())
+    return path
+
+
+@pytest.mark.parametrize("host", ["gpu0001", "gpu0007", "gpu0042", "gpu0400", "bastion", "special", "other"])
+def test_a_reduced_copy_means_what_the_whole_file_means(config_file: Path, host: str) -> None:
+    index = SshConfigIndex(str(config_file))
+    try:
+        reduced = index.path_for(host)
+        assert reduced != str(config_file)
+        assert options(reduced, host) == options(str(config_file), host)
+        assert len(Path(reduced).read_text().splitlines()) < 40  # not the 2,000-line original
+    finally:
+        index.close()
+
+
+def test_jump_hosts_keep_their_blocks_in_every_copy(config_file: Path) -> None:
+    index = SshConfigIndex(str(config_file), extra_jump_hosts=("ops@gpu0300:22",))
+    try:
+        reduced = index.path_for("gpu0042")
+        # asyncssh connects to the jump host with the node's copy, so the bastion must resolve there too
+        assert options(reduced, "bastion") == options(str(config_file), "bastion")
+        assert options(reduced, "gpu0300") == options(str(config_file), "gpu0300")
+        assert options(reduced, "bastion")["Hostname"] == "10.0.0.1"
+    finally:
+        index.close()
+
+
+def test_hosts_with_the_same_blocks_share_a_copy(config_file: Path) -> None:
+    index = SshConfigIndex(str(config_file))
+    try:
+        assert index.path_for("nowhere-a") == index.path_for("nowhere-b")
+        assert index.path_for("gpu0002") != index.path_for("gpu0003")
+    finally:
+        index.close()
+
+
+def test_small_files_and_risky_ones_are_handed_out_unchanged(tmp_path: Path) -> None:
+    small = tmp_path / "small"
+    small.write_text("Host *\n  User me\n")
+    canonical = tmp_path / "canonical"
+    canonical.write_text("CanonicalizeHostname yes\n" + fleet_config())
+    broken = tmp_path / "broken"
+    broken.write_text(fleet_config() + 'Host "unbalanced\n')
+    missing = tmp_path / "missing"
+    for path in (small, canonical, broken, missing):
+        assert SshConfigIndex(str(path)).path_for("gpu0001") == str(path)
+    assert SMALL_FILE_LINES > 2
+
+
+def test_an_edited_file_is_read_again(config_file: Path) -> None:
+    index = SshConfigIndex(str(config_file))
+    try:
+        assert options(index.path_for("gpu0005"), "gpu0005")["Port"] == 20005
+        config_file.write_text(fleet_config().replace("Port 20005", "Port 30005"))
+        later = time.time() + 5
+        os.utime(config_file, (later, later))  # a different mtime even on a coarse-clock filesystem
+        assert options(index.path_for("gpu0005"), "gpu0005")["Port"] == 30005
+    finally:
+        index.close()
+
+
+def test_close_removes_the_copies(config_file: Path) -> None:
+    index = SshConfigIndex(str(config_file))
+    copy = Path(index.path_for("gpu0001"))
+    assert copy.exists()
+    assert (copy.parent.stat().st_mode & 0o777) == 0o700
+    index.close()
+    assert not copy.parent.exists()
+
+
+def test_a_thousand_hosts_resolve_quickly(tmp_path: Path) -> None:
+    path = tmp_path / "big"
+    path.write_text(fleet_config(1000))
+    index = SshConfigIndex(str(path))
+    try:
+        started = time.process_time()
+        for i in range(1, 1001):
+            index.path_for(f"gpu{i:04d}")
+        spent_s = time.process_time() - started
+        # asyncssh parsing the whole file once costs about as much as all 1,000 lookups together
+        started = time.process_time()
+        options(str(path), "gpu0500")
+        full_parse_s = time.process_time() - started
+        assert spent_s < 20 * full_parse_s, (spent_s, full_parse_s)
+    finally:
+        index.close()
