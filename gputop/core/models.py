@@ -156,8 +156,13 @@ class SlurmNode:
     flags: frozenset[str] = frozenset()
     reason: str | None = None
     reason_user: str | None = None
-    reason_time_s: float | None = None
+    reason_time_s: float | None = None  # epoch seconds (text outputs: see gputop.core.parsers.slurm_common)
     partitions: tuple[str, ...] = ()
+    # GPUs as Slurm counts them (Gres / CfgTRES, GresUsed / AllocTRES); None where the output does not say.
+    gpus_configured: int | None = None
+    gpus_allocated: int | None = None
+    gpu_indices_in_use: tuple[int, ...] | None = None  # GRES IDX held by jobs; None where not printed
+    state_text: str | None = None  # the state as Slurm printed it: "MIXED+DRAIN", "idle~", "drng"
 
     @property
     def draining(self) -> bool:
@@ -198,11 +203,18 @@ class SlurmJob:
     # node name -> GPU indices this job holds there (GRES IDX)
     gpus_by_node: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
     start_time_s: float | None = None
-    time_limit_s: float | None = None
-    pending_reason: str | None = None
+    time_limit_s: float | None = None  # None: UNLIMITED or not given
+    pending_reason: str | None = None  # Slurm's reason while the job is not RUNNING ("Priority", ...)
+    nodelist: str = ""  # folded as Slurm printed it: "node[01-02]"; "" before the job has nodes
+    nodes: tuple[str, ...] = ()  # nodelist expanded, in natural order
+    gpus_requested: int | None = None  # GPUs for the whole job (all nodes), from its TRES/GRES request
+    submit_time_s: float | None = None
+    elapsed_s: float | None = None  # run time where the output gives it
+    state_flags: frozenset[str] = frozenset()  # COMPLETING, REQUEUED, CONFIGURING, ... next to the state
 
     @property
     def gpu_count(self) -> int:
+        """GPUs whose indices are known (gpus_by_node); gpus_requested also counts jobs without IDX."""
         return sum(len(v) for v in self.gpus_by_node.values())
 
 

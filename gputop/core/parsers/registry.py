@@ -16,6 +16,7 @@ PARSER_MODULES = (
     "gputop.core.parsers.nvlink",
     "gputop.core.parsers.ib",
     "gputop.core.parsers.mig",
+    "gputop.core.parsers.slurm",
 )
 
 
