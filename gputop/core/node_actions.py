@@ -1,0 +1,129 @@
+"""Drain and resume, planned before anything runs: the exact argv, who it touches, what keeps running.
+
+Pure: a plan is built from the snapshot and what the user typed, and either comes back whole or is refused
+with the reason. The argv goes to ``scontrol`` as a list (never through a shell), so a reason reaches Slurm
+exactly as typed, quotes, ``;``, ``$(...)``, newlines and all.
+"""
+
+from __future__ import annotations
+
+import shlex
+import time
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from gputop.core.health import Problem, xid_meaning
+from gputop.core.models import NodeSample, Severity, SlurmJob, SlurmState
+from gputop.core.nodeset import fold_nodes, natural_key
+
+NodeAction = Literal["drain", "resume"]
+
+# Slurm keeps a node's reason in a fixed buffer and truncates silently past it; refuse instead.
+MAX_REASON_CHARS = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class NodeActionPlan:
+    action: NodeAction
+    nodes: tuple[str, ...]  # natural order
+    nodeset: str  # the same nodes folded, as scontrol takes them
+    reason: str | None
+    argv: tuple[str, ...]
+    running_jobs: tuple[SlurmJob, ...]  # jobs on those nodes that keep running (drain lets them finish)
+    already: tuple[str, ...]  # nodes already in the asked-for state: not an error, said in the dialog
+
+    @property
+    def command_line(self) -> str:
+        """The argv as a user would type it, every word quoted: for showing, never for running."""
+        return shlex.join(self.argv)
+
+    @property
+    def needs_count_typed(self) -> bool:
+        """More than one node: the dialog asks for the count to be typed, so a stray Enter cannot do it."""
+        return len(self.nodes) > 1
+
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    reason: str
+
+
+def plan_node_action(
+    action: NodeAction,
+    nodes: Iterable[str],
+    cluster_nodes: Collection[str],
+    reason: str | None,
+    slurm: SlurmState | None,
+) -> NodeActionPlan | Refused:
+    """The plan to drain or resume ``nodes``, or why not."""
+    wanted = sorted(set(nodes), key=natural_key)
+    if not wanted:
+        return Refused("no nodes chosen: mark nodes (space) or select one")
+    outside = [n for n in wanted if n not in cluster_nodes]
+    if outside:
+        # Listed as given, not folded: a typed name may not even be a valid host name.
+        shown = ", ".join(outside[:10]) + (f" and {len(outside) - 10} more" if len(outside) > 10 else "")
+        return Refused(f"not nodes of this cluster: {shown}")
+    if action == "drain":
+        if reason is None or not reason.strip():
+            return Refused("a reason is required: say why, so whoever resumes the node knows")
+        if len(reason) > MAX_REASON_CHARS:
+            return Refused(f"the reason is {len(reason)} characters; Slurm keeps at most {MAX_REASON_CHARS}")
+    nodeset = fold_nodes(wanted)
+    argv: tuple[str, ...] = ("scontrol", "update", f"NodeName={nodeset}")
+    if action == "drain":
+        argv += ("State=DRAIN", f"Reason={reason}")
+    else:
+        argv += ("State=RESUME",)
+    return NodeActionPlan(
+        action=action,
+        nodes=tuple(wanted),
+        nodeset=nodeset,
+        reason=reason if action == "drain" else None,
+        argv=argv,
+        running_jobs=_running_jobs(wanted, slurm),
+        already=_already(action, wanted, slurm),
+    )
+
+
+def _running_jobs(nodes: Sequence[str], slurm: SlurmState | None) -> tuple[SlurmJob, ...]:
+    if slurm is None:
+        return ()
+    chosen = set(nodes)
+    return tuple(
+        job
+        for job in slurm.jobs
+        if job.state == "RUNNING" and chosen.intersection(job.nodes or tuple(job.gpus_by_node))
+    )
+
+
+def _already(action: NodeAction, nodes: Sequence[str], slurm: SlurmState | None) -> tuple[str, ...]:
+    if slurm is None:
+        return ()
+    found = []
+    for name in nodes:
+        node = slurm.nodes.get(name)
+        if node is None:
+            continue
+        drain_set = "DRAIN" in node.flags
+        down = node.base_state.value == "down"
+        if (action == "drain" and drain_set) or (action == "resume" and not drain_set and not down):
+            found.append(name)
+    return tuple(found)
+
+
+def reason_template(node: NodeSample, problems: Sequence[Problem]) -> str:
+    """A drain reason that carries the evidence, for the dialog to prefill: the newest hardware Xid with
+    its GPU and time, else the worst problem on the node; the user edits it before it runs."""
+    hardware = [e for e in node.xid_events if xid_meaning(e.code)[0] is Severity.CRIT]
+    if hardware:
+        event = max(hardware, key=lambda e: e.time_s)
+        where = f" on GPU{event.gpu_index}" if event.gpu_index is not None else ""
+        at = time.strftime("%Y-%m-%d %H:%M", time.gmtime(event.time_s))
+        return f"Xid {event.code}{where} at {at} UTC"
+    ranked = sorted(problems, key=lambda p: p.sort_key)
+    for problem in ranked:
+        if problem.node == node.name and problem.kind != "slurm":
+            return problem.message
+    return ""

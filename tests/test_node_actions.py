@@ -1,0 +1,137 @@
+"""Drain and resume plans: exact argv, refusals, the jobs that keep running; and the audit log."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from pathlib import Path
+
+import pytest
+
+from gputop.actions_audit import append_audit
+from gputop.core.health import Problem
+from gputop.core.models import (
+    NodeSample,
+    Reachability,
+    Severity,
+    SlurmBaseState,
+    SlurmJob,
+    SlurmNode,
+    SlurmState,
+    XidEvent,
+)
+from gputop.core.node_actions import (
+    MAX_REASON_CHARS,
+    NodeActionPlan,
+    Refused,
+    plan_node_action,
+    reason_template,
+)
+
+CLUSTER = [f"gpu{i:03d}" for i in range(1, 9)]
+NASTY = 'it\'s "bad"; rm -rf / $(reboot) `id` | tee\nsecond line — ünïcode'
+
+
+def slurm() -> SlurmState:
+    nodes = {
+        "gpu001": SlurmNode("gpu001", SlurmBaseState.MIXED),
+        "gpu002": SlurmNode("gpu002", SlurmBaseState.IDLE, frozenset({"DRAIN"}), reason="old"),
+        "gpu003": SlurmNode("gpu003", SlurmBaseState.IDLE),
+    }
+    jobs = (
+        SlurmJob("41", "train", "ana", "gpu", "RUNNING", {"gpu001": (0, 1)}, nodes=("gpu001",)),
+        SlurmJob("42", "wait", "bo", "gpu", "PENDING", {}, nodes=()),
+    )
+    return SlurmState(nodes, jobs, 0.0)
+
+
+def test_a_drain_plan_is_the_exact_argv_with_the_reason_as_typed() -> None:
+    plan = plan_node_action("drain", ["gpu003", "gpu001"], CLUSTER, NASTY, slurm())
+    assert isinstance(plan, NodeActionPlan)
+    assert plan.argv == ("scontrol", "update", "NodeName=gpu[001,003]", "State=DRAIN", f"Reason={NASTY}")
+    assert plan.nodes == ("gpu001", "gpu003") and plan.needs_count_typed
+    assert [j.job_id for j in plan.running_jobs] == ["41"]
+    assert plan.already == ()
+    assert "'Reason=it'\"'\"'s" in plan.command_line  # shown quoted, never run through a shell
+
+
+def test_resume_and_already_in_that_state() -> None:
+    plan = plan_node_action("resume", ["gpu002", "gpu003"], CLUSTER, None, slurm())
+    assert isinstance(plan, NodeActionPlan)
+    assert plan.argv == ("scontrol", "update", "NodeName=gpu[002-003]", "State=RESUME")
+    assert plan.already == ("gpu003",) and plan.reason is None
+    drain = plan_node_action("drain", ["gpu002"], CLUSTER, "again", slurm())
+    assert isinstance(drain, NodeActionPlan) and drain.already == ("gpu002",) and not drain.needs_count_typed
+
+
+@pytest.mark.parametrize(
+    ("action", "nodes", "reason", "why"),
+    [
+        ("drain", ["gpu001"], "", "a reason is required"),
+        ("drain", ["gpu001"], "   \n", "a reason is required"),
+        ("drain", ["gpu001"], None, "a reason is required"),
+        ("drain", ["gpu001"], "x" * (MAX_REASON_CHARS + 1), "Slurm keeps at most"),
+        ("drain", [], "why", "no nodes chosen"),
+        ("resume", ["gpu001", "login01", "gpu[1-2]"], None, "not nodes of this cluster: gpu[1-2], login01"),
+    ],
+)
+def test_refusals_say_why(action: str, nodes: list[str], reason: str | None, why: str) -> None:
+    refused = plan_node_action(action, nodes, CLUSTER, reason, slurm())  # type: ignore[arg-type]
+    assert isinstance(refused, Refused)
+    assert why in refused.reason
+
+
+def test_the_reason_template_carries_the_evidence() -> None:
+    xid = XidEvent(1_800_000_000.0, 79, "0000:18:00.0", 3, "GPU has fallen off the bus")
+    node = NodeSample("gpu004", Reachability.OK, 0.0, (), 8, xid_events=(xid,))
+    assert reason_template(node, ()) == "Xid 79 on GPU3 at 2027-01-15 08:00 UTC"
+    hot = Problem(Severity.CRIT, "gpu004", 2, "temp", "GPU2 93 C")
+    plain = NodeSample("gpu004", Reachability.OK, 0.0, (), 8)
+    assert reason_template(plain, (hot,)) == "GPU2 93 C"
+    assert reason_template(plain, ()) == ""
+
+
+def test_the_audit_log_is_one_json_line_per_action_on_disk(tmp_path: Path) -> None:
+    log = tmp_path / "state" / "audit.jsonl"
+    append_audit(
+        log,
+        cluster="c",
+        action="drain",
+        argv=("scontrol", "update", "NodeName=gpu001", "State=DRAIN", f"Reason={NASTY}"),
+        targets=["gpu001"],
+        exit_status=0,
+        output="",
+    )
+
+    def another(i: int) -> None:
+        append_audit(
+            log, cluster="c", action="resume", argv=["x"], targets=[f"n{i}"], exit_status=1, output="e" * 500
+        )
+
+    threads = [threading.Thread(target=another, args=(i,)) for i in range(20)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    lines = log.read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 21
+    first = json.loads(lines[0])
+    assert first["argv"][-1] == f"Reason={NASTY}" and first["exit_status"] == 0 and first["user"]
+    assert sorted(json.loads(line)["targets"][0] for line in lines[1:]) == sorted(f"n{i}" for i in range(20))
+    assert (os.stat(log).st_mode & 0o777) == 0o600
+
+
+def test_an_audit_log_that_cannot_be_written_raises(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(OSError):
+        append_audit(
+            blocker / "audit.jsonl",
+            cluster="c",
+            action="drain",
+            argv=[],
+            targets=[],
+            exit_status=0,
+            output="",
+        )
