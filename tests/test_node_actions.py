@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import threading
 from pathlib import Path
 
@@ -28,6 +29,7 @@ from gputop.core.node_actions import (
     plan_node_action,
     reason_template,
 )
+from tests.infra.slurm import RealSlurm, real_slurm  # noqa: F401 - the fixture, registered by importing it
 
 CLUSTER = [f"gpu{i:03d}" for i in range(1, 9)]
 NASTY = 'it\'s "bad"; rm -rf / $(reboot) `id` | tee\nsecond line — ünïcode'
@@ -49,11 +51,11 @@ def slurm() -> SlurmState:
 def test_a_drain_plan_is_the_exact_argv_with_the_reason_as_typed() -> None:
     plan = plan_node_action("drain", ["gpu003", "gpu001"], CLUSTER, NASTY, slurm())
     assert isinstance(plan, NodeActionPlan)
-    assert plan.argv == ("scontrol", "update", "NodeName=gpu[001,003]", "State=DRAIN", f"Reason={NASTY}")
+    assert plan.argv == ("scontrol", "update", "NodeName=gpu[001,003]", "State=DRAIN", f'Reason="{NASTY}"')
     assert plan.nodes == ("gpu001", "gpu003") and plan.needs_count_typed
     assert [j.job_id for j in plan.running_jobs] == ["41"]
     assert plan.already == ()
-    assert "'Reason=it'\"'\"'s" in plan.command_line  # shown quoted, never run through a shell
+    assert shlex.split(plan.command_line) == list(plan.argv)  # shown quoted, never run through a shell
 
 
 def test_resume_and_already_in_that_state() -> None:
@@ -135,3 +137,26 @@ def test_an_audit_log_that_cannot_be_written_raises(tmp_path: Path) -> None:
             exit_status=0,
             output="",
         )
+
+
+@pytest.mark.slurm
+@pytest.mark.parametrize("reason", [NASTY, '"quoted at both ends"', '"only the start', 'only the end"'])
+def test_a_planned_drain_reaches_real_slurm_exactly_as_typed(
+    real_slurm: RealSlurm,  # noqa: F811
+    reason: str,
+) -> None:
+    real_slurm.reset()
+    node = real_slurm.nodes[1]
+    plan = plan_node_action("drain", [node], real_slurm.nodes, reason, None)
+    assert isinstance(plan, NodeActionPlan)
+    real_slurm.run(list(plan.argv))
+    try:
+        listed = json.loads(real_slurm.run(["sinfo", "--json"]).stdout)["nodes"]
+        (entry,) = [n for n in listed if n["name"] == node]
+        assert entry["reason"] == reason
+        resume = plan_node_action("resume", [node], real_slurm.nodes, None, None)
+        assert isinstance(resume, NodeActionPlan)
+        real_slurm.run(list(resume.argv))
+        assert real_slurm.wait_for(lambda: real_slurm.node_state(node) == "idle", 10, what="resumed")
+    finally:
+        real_slurm.reset()

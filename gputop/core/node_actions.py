@@ -2,7 +2,8 @@
 
 Pure: a plan is built from the snapshot and what the user typed, and either comes back whole or is refused
 with the reason. The argv goes to ``scontrol`` as a list (never through a shell), so a reason reaches Slurm
-exactly as typed, quotes, ``;``, ``$(...)``, newlines and all.
+exactly as typed, quotes, ``;``, ``$(...)``, newlines and all (Slurm stores a newline; its text
+listings print the rest after the reason's user and time, its JSON keeps it in place).
 """
 
 from __future__ import annotations
@@ -73,7 +74,9 @@ def plan_node_action(
     nodeset = fold_nodes(wanted)
     argv: tuple[str, ...] = ("scontrol", "update", f"NodeName={nodeset}")
     if action == "drain":
-        argv += ("State=DRAIN", f"Reason={reason}")
+        # scontrol strips a double quote from each end of the value; quoting it whole keeps a reason
+        # that starts or ends with one exactly as typed (checked on Slurm 22.05).
+        argv += ("State=DRAIN", f'Reason="{reason}"')
     else:
         argv += ("State=RESUME",)
     return NodeActionPlan(
