@@ -48,7 +48,8 @@ from gputop.core.summary import ClusterView
 from gputop.poller import Poller
 from gputop.sources.commands import CommandSpec
 from gputop.sources.ssh import SshSource, node_sample, raise_open_file_limit
-from gputop.sources.ssh_node import PREFERRED_CIPHERS, NodeLink
+from gputop.sources.ssh_connect import PREFERRED_CIPHERS
+from gputop.sources.ssh_node import NodeLink
 
 GPUS_PER_NODE = 8
 INTERVAL_S = 1.0

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from gputop.core.config import ClusterConfig, Config
 from gputop.core.metrics import Metric
@@ -31,18 +32,61 @@ def choose_cluster(config: Config, name: str | None) -> ClusterConfig:
 
 
 def sources_for(cluster: ClusterConfig, config: Config, clock: Clock) -> list[Source]:
+    """What watches ``cluster``: NVML or SSH for its GPUs, and Slurm where slurm.enabled. A node list
+    that comes from Slurm (nodes_from_slurm) is read here, once, before anything starts."""
+    sources: list[Source] = []
     if cluster.local:
         from gputop.sources.nvml import NvmlSource
 
-        return [NvmlSource(cluster.node_names[0])]
-    if cluster.nodes_from_slurm is not None:
-        raise LaunchError(
-            f"cluster {cluster.name!r}: taking the node list from Slurm (nodes_from_slurm) is not "
-            "available yet; list the nodes with `nodes:`"
-        )
-    from gputop.sources.ssh import SshSource
+        sources.append(NvmlSource(cluster.node_names[0]))
+    else:
+        if cluster.nodes_from_slurm is not None:
+            cluster = with_nodes_from_slurm(cluster)
+        from gputop.sources.ssh import SshSource
 
-    return [SshSource(cluster, config.poll, clock.now)]
+        sources.append(SshSource(cluster, config.poll, clock.now))
+    if cluster.slurm.enabled:
+        from gputop.sources.slurm import SlurmSource
+
+        sources.append(SlurmSource(cluster, clock.now, poll=config.poll))
+    return sources
+
+
+def with_nodes_from_slurm(cluster: ClusterConfig) -> ClusterConfig:
+    """``cluster`` with the node names sinfo lists for its nodes_from_slurm; LaunchError when Slurm cannot
+    say."""
+    import dataclasses
+
+    from gputop.core.nodeset import fold_nodes
+    from gputop.sources.slurm import ReadFailed, nodes_from_slurm
+
+    what = "every node" if cluster.nodes_from_slurm == "all" else f"partition {cluster.nodes_from_slurm!r}"
+    try:
+        names = _run_async(lambda: nodes_from_slurm(cluster))
+    except ReadFailed as err:
+        reason = " / ".join(line.strip() for line in str(err).splitlines() if line.strip())
+        raise LaunchError(
+            f"cluster {cluster.name!r}: cannot list the nodes of {what} from Slurm (nodes_from_slurm): "
+            f"{reason}. Fix that, or list the nodes with `nodes:`"
+        ) from None
+    return dataclasses.replace(cluster, nodeset=fold_nodes(names), node_names=names)
+
+
+_T = TypeVar("_T")
+
+
+def _run_async(make: Callable[[], Coroutine[Any, Any, _T]]) -> _T:
+    """Runs a coroutine to its end from synchronous code, also when called inside a running loop."""
+    import asyncio
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(make())
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(lambda: asyncio.run(make())).result()
 
 
 def build_cluster_app(

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
-import os
 import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ from gputop.sources.commands import MEM_MOVE_MIB, QUERY_GPU_FIELDS, CommandSpec
 from gputop.sources.known_hosts import SharedKnownHosts
 from gputop.sources.metrics_stream import MetricsAssembler
 from gputop.sources.ssh_config_index import SshConfigIndex
+from gputop.sources.ssh_connect import connect
 from gputop.sources.ssh_errors import Failure, describe
 
 
@@ -46,17 +46,6 @@ class LinkSettings:
 
 
 STREAM_READ_BYTES = 65536
-# asyncssh's own order with AES-GCM first: its ChaCha20-Poly1305 builds new cipher objects for every
-# packet and costs more CPU per node than everything else gputop does with a line. Every algorithm stays
-# on offer, so any server still finds one; an ssh_config that names Ciphers is followed instead.
-PREFERRED_CIPHERS = (
-    "aes128-gcm@openssh.com",
-    "aes256-gcm@openssh.com",
-    "chacha20-poly1305@openssh.com",
-    "aes256-ctr",
-    "aes192-ctr",
-    "aes128-ctr",
-)
 
 
 class StreamEnded(Exception):
@@ -126,37 +115,13 @@ class NodeLink:
 
     # -- connection -----------------------------------------------------------------------------------
     async def _connect(self) -> Any:
-        import asyncssh
-
-        s = self.settings
-        options: dict[str, Any] = {
-            "connect_timeout": s.connect_timeout_s,
-            "keepalive_interval": 15,
-            "keepalive_count_max": 3,
-        }
-        if self.ssh_config is not None:
-            options["config"] = [self.ssh_config.path_for(self.name)]
-        elif s.config_file is not None:
-            options["config"] = [s.config_file]
-        if self.ssh_config is None or not self.ssh_config.sets_ciphers:
-            options["encryption_algs"] = list(PREFERRED_CIPHERS)
-        if s.known_hosts is None:
-            options["known_hosts"] = None
-        elif self.known_hosts is not None:
-            options["known_hosts"] = self.known_hosts.option()
-        else:
-            # A known_hosts file that is not there trusts nothing: every host key is "not verifiable".
-            options["known_hosts"] = s.known_hosts if os.path.exists(s.known_hosts) else ()
-        if s.user is not None:
-            options["username"] = s.user
-        if s.port is not None:
-            options["port"] = s.port
-        if s.identity_files:
-            options["client_keys"] = list(s.identity_files)
-        if s.jump_host is not None:
-            options["tunnel"] = s.jump_host
-        async with self.handshakes:
-            return await asyncio.wait_for(asyncssh.connect(self.name, **options), s.connect_timeout_s + 5)
+        return await connect(
+            self.name,
+            self.settings,
+            ssh_config=self.ssh_config,
+            known_hosts=self.known_hosts,
+            handshakes=self.handshakes,
+        )
 
     async def _serve(self, conn: Any) -> Failure:
         """Stream metrics and run the slow facts until something breaks; say what broke."""
