@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.infra import procnet
 from tests.infra import slurm as infra
 from tests.infra.slurm import RealSlurm, real_slurm  # noqa: F401 - the fixture, registered by importing it
 
@@ -164,7 +165,7 @@ def test_stop_leaves_no_process_and_no_listener(real_slurm: RealSlurm, tmp_path:
     finally:
         infra.stop_slurm(second)
     assert [pid for pid in pids if infra._alive(pid)] == []
-    assert not ports & set(infra._listening_ports())
+    assert not ports & set(procnet.listening_ports() or {})
     assert real_slurm.node_states() == dict.fromkeys(real_slurm.nodes, "idle")
 
 

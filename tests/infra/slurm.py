@@ -70,6 +70,8 @@ from typing import TypeVar
 
 import pytest
 
+from tests.infra.procnet import free_ports, listen_table, listening_ports, read_text, socket_inodes
+
 T = TypeVar("T")
 
 INSTALL_HINT = "apt-get install slurmctld slurmd slurm-client munge"
@@ -259,15 +261,15 @@ class RealSlurm:
 
     def non_loopback_listeners(self) -> list[str]:
         """What this cluster's daemons listen on outside loopback ("0.0.0.0:6817"); should be nothing."""
-        return [addr for addr in _listening(_socket_inodes(self.pids)) if not _is_loopback(addr)]
+        return [addr for addr in _listening(socket_inodes(self.pids)) if not _is_loopback(addr)]
 
     def listeners(self) -> list[str]:
-        return _listening(_socket_inodes(self.pids))
+        return _listening(socket_inodes(self.pids))
 
     def log_text(self, lines: int = 30) -> str:
         parts = []
         for path in sorted(self.log_dir.glob("*")):
-            tail = _read(path).splitlines()[-lines:]
+            tail = read_text(path).splitlines()[-lines:]
             parts.append(f"--- {path}\n" + "\n".join(tail))
         return "\n".join(parts)
 
@@ -310,7 +312,7 @@ def start_slurm(
     why = ""
     for _attempt in range(3):  # a port taken between choosing it and the daemon binding it: choose again
         stop_slurm(base_dir)  # leftovers of an earlier start in this directory
-        ports = _free_ports(nodes + 1)
+        ports = free_ports(nodes + 1)
         slurm = RealSlurm(
             base_dir=base_dir,
             conf_path=base_dir / "etc" / "slurm.conf",
@@ -471,26 +473,6 @@ def _munge_socket(base_dir: Path) -> Path:
     return Path(tempfile.gettempdir()) / f"gputop-munge-{digest}" / "munge.socket"
 
 
-def _free_ports(count: int) -> list[int]:
-    sockets = []
-    try:
-        for _ in range(count):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind(("127.0.0.1", 0))
-            sockets.append(s)
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
-
-
-def _read(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return ""
-
-
 def _slurm_conf(slurm: RealSlurm, *, cluster: str, cpus: int, mem_mb: int) -> str:
     base, host = slurm.base_dir, slurm.hostname
     node_lines = "".join(
@@ -622,7 +604,7 @@ def _launch(slurm: RealSlurm, timeout_s: float) -> str:
     if why:
         return why
     slurm.processes["slurmctld"] = _spawn(slurm, [slurm.programs["slurmctld"], "-D", "-f", conf], "slurmctld")
-    why = _wait(slurm, deadline, lambda: slurm.ctld_port in _listening_ports(), "slurmctld listening")
+    why = _wait(slurm, deadline, lambda: slurm.ctld_port in (listening_ports() or {}), "slurmctld listening")
     if why:
         return why
     for node in slurm.nodes:
@@ -650,8 +632,10 @@ def _wait(slurm: RealSlurm, deadline: float, ready: Callable[[], bool], what: st
             if ready():
                 return ""
         exited = [name for name, p in slurm.processes.items() if p.poll() is not None]
-        ours = _socket_inodes(slurm.pids)
-        taken = sorted(p for p, inode in _listening_ports().items() if p in ports and inode not in ours)
+        ours = socket_inodes(slurm.pids)
+        taken = sorted(
+            p for p, inode in (listening_ports() or {}).items() if p in ports and inode not in ours
+        )
         if exited or taken or time.monotonic() > deadline:
             if taken:
                 reason = f"Address already in use: ports {taken} are held by another process"
@@ -690,7 +674,7 @@ def _client_for(base_dir: Path) -> RealSlurm:
 
 def _stat(pid: int) -> list[str]:
     """/proc/PID/stat's fields after the command name: [state, ppid, ...]; [] when there is no such pid."""
-    text = _read(Path(f"/proc/{pid}/stat"))
+    text = read_text(Path(f"/proc/{pid}/stat"))
     return text.rpartition(")")[2].split() if text else []
 
 
@@ -702,7 +686,7 @@ def _alive(pid: int) -> bool:
 
 
 def _comm(pid: int) -> str:
-    return _read(Path(f"/proc/{pid}/comm")).strip()
+    return read_text(Path(f"/proc/{pid}/comm")).strip()
 
 
 def _pids() -> list[int]:
@@ -752,51 +736,17 @@ def _terminate(pids: set[int]) -> None:
 
 
 def _ctld_alive(base_dir: Path) -> bool:
-    text = _read(base_dir / "run" / "slurmctld.pid").strip()
+    text = read_text(base_dir / "run" / "slurmctld.pid").strip()
     return text.isdigit() and _alive(int(text)) and _comm(int(text)) == "slurmctld"
 
 
 # ---- sockets, from /proc/net ------------------------------------------------------------------------------
 
 
-def _socket_inodes(pids: Sequence[int]) -> set[int]:
-    inodes = set()
-    for pid in pids:
-        with contextlib.suppress(OSError):
-            for fd in os.listdir(f"/proc/{pid}/fd"):
-                with contextlib.suppress(OSError):
-                    target = os.readlink(f"/proc/{pid}/fd/{fd}")
-                    if target.startswith("socket:["):
-                        inodes.add(int(target[8:-1]))
-    return inodes
-
-
-def _listen_table() -> list[tuple[str, int, int]]:
-    """(address, port, socket inode) of every listening TCP socket, IPv4 and IPv6."""
-    found = []
-    for table, width in (("tcp", 8), ("tcp6", 32)):
-        for line in _read(Path(f"/proc/net/{table}")).splitlines()[1:]:
-            fields = line.split()
-            if len(fields) <= 9 or fields[3] != "0A":  # TCP_LISTEN
-                continue
-            hex_addr, _, hex_port = fields[1].partition(":")
-            if len(hex_addr) != width:
-                continue
-            # the kernel prints each 32-bit word in host (little-endian) order
-            raw = b"".join(bytes.fromhex(hex_addr[i : i + 8])[::-1] for i in range(0, width, 8))
-            family = socket.AF_INET if width == 8 else socket.AF_INET6
-            found.append((socket.inet_ntop(family, raw), int(hex_port, 16), int(fields[9])))
-    return found
-
-
-def _listening_ports() -> dict[int, int]:
-    return {port: inode for _, port, inode in _listen_table()}
-
-
 def _listening(inodes: set[int]) -> list[str]:
     return [
         f"[{addr}]:{port}" if ":" in addr else f"{addr}:{port}"
-        for addr, port, inode in _listen_table()
+        for addr, port, inode in (listen_table() or [])
         if inode in inodes
     ]
 

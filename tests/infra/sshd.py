@@ -50,6 +50,7 @@ import asyncssh
 import pytest
 
 import gputop
+from tests.infra.procnet import free_ports, listening_ports, read_text, socket_inodes
 
 SSHD = "/usr/sbin/sshd"  # sshd re-executes itself, so it must be started by absolute path
 TEST_USER = "gputop-test"
@@ -97,7 +98,7 @@ class RealSshd:
         """Replaces ``node``'s faults (gputop.sources.fake_fleet.Fault values); none heals it."""
         lines = [
             line
-            for line in _read(self.faults_file).splitlines()
+            for line in read_text(self.faults_file).splitlines()
             if line.strip() and line.partition("=")[0] != node
         ]
         if faults:
@@ -120,7 +121,7 @@ class RealSshd:
         )
 
     def log_text(self) -> str:
-        return "".join(f"--- {path}\n{_read(path)}" for path in self.logs)
+        return "".join(f"--- {path}\n{read_text(path)}" for path in self.logs)
 
 
 # ---- starting and stopping ------------------------------------------------------------------------------
@@ -255,26 +256,6 @@ def _can_run_tool(user: str) -> bool:
     return result.returncode == 0
 
 
-def _free_ports(count: int) -> list[int]:
-    sockets = []
-    try:
-        for _ in range(count):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind(("127.0.0.1", 0))
-            sockets.append(s)
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
-
-
-def _read(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return ""
-
-
 def _write(path: Path, text: str, mode: int) -> None:
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
@@ -364,36 +345,10 @@ def _ssh_config(sshd_user: str, ports: Mapping[str, int], client_key: Path, know
     return "# gputop's loopback nodes, one sshd port each\n" + "".join(blocks)
 
 
-def _listeners() -> dict[int, int] | None:
-    """Listening TCP ports on this machine and their socket inodes; None without /proc."""
-    try:
-        table = Path("/proc/net/tcp").read_text(encoding="ascii")
-    except OSError:
-        return None
-    found = {}
-    for line in table.splitlines()[1:]:
-        fields = line.split()
-        if len(fields) > 9 and fields[3] == "0A":  # TCP_LISTEN
-            found[int(fields[1].rpartition(":")[2], 16)] = int(fields[9])
-    return found
-
-
-def _socket_inodes(pids: Sequence[int]) -> set[int]:
-    inodes = set()
-    for pid in pids:
-        with contextlib.suppress(OSError):
-            for fd in os.listdir(f"/proc/{pid}/fd"):
-                with contextlib.suppress(OSError):
-                    target = os.readlink(f"/proc/{pid}/fd/{fd}")
-                    if target.startswith("socket:["):
-                        inodes.add(int(target[8:-1]))
-    return inodes
-
-
 def _ports_ready(ports: Sequence[int], pids: Sequence[int]) -> tuple[bool, list[int]]:
     """(every port listens, the ports some other process holds): a port chosen free can be taken by
     someone else before sshd binds it, and sshd then serves the others and only logs the failure."""
-    listeners = _listeners()
+    listeners = listening_ports()
     if listeners is None:  # no /proc: all that can be known is that something answers
         answering = set()
         for port in ports:
@@ -402,7 +357,7 @@ def _ports_ready(ports: Sequence[int], pids: Sequence[int]) -> tuple[bool, list[
         return answering == set(ports), []
     if not all(port in listeners for port in ports):
         return False, []
-    ours = _socket_inodes(pids)
+    ours = socket_inodes(pids)
     return True, [port for port in ports if listeners[port] not in ours]
 
 
@@ -456,7 +411,7 @@ def _start(
     ssh_config = base_dir / "ssh_config"
     last_error = ""
     for _attempt in range(3):  # a port taken between choosing it and sshd binding it: choose again
-        ports = dict(zip(names, _free_ports(len(names)), strict=True))
+        ports = dict(zip(names, free_ports(len(names)), strict=True))
         _write(bin_dir / "node-shell", _node_shell(node_dir, ports, env), 0o755)
         _write(known_hosts, "".join(f"[127.0.0.1]:{p} {host_public}\n" for p in ports.values()), 0o644)
         _write(ssh_config, _ssh_config(user, ports, client_key, known_hosts), 0o644)
@@ -532,5 +487,5 @@ def _launch(
                 if p.poll() is None:
                     p.kill()
                 p.wait()
-            return [], tuple(logs), f"{why}:\n" + "".join(_read(log) for log in logs)
+            return [], tuple(logs), f"{why}:\n" + "".join(read_text(log) for log in logs)
         time.sleep(0.02)
