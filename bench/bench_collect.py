@@ -765,6 +765,24 @@ def bench_config(config: Config) -> tuple[ClusterConfig, Config]:
     return config.clusters[0], config
 
 
+def recorded_poller(
+    cluster: ClusterConfig, config: Config, clock: SystemClock, source: Any, watched: frozenset[str]
+) -> tuple[Poller, TickRecorder]:
+    """A Poller over ``source`` whose every view is recorded for the nodes in ``watched``."""
+    holder: list[Poller] = []
+    recorder = TickRecorder(holder, watched)
+    poller = Poller(
+        cluster=cluster.name,
+        sources=[source],
+        clock=clock,
+        poll=config.poll,
+        thresholds=config.thresholds,
+        on_view=recorder,
+    )
+    holder.append(poller)
+    return poller, recorder
+
+
 async def stream_phase(
     config: Config,
     fleet: FleetProcess,
@@ -777,17 +795,7 @@ async def stream_phase(
     answering = frozenset(cluster.node_names) - info.unresponsive
     clock = SystemClock()
     source = SshSource(cluster, config.poll, clock.now)
-    holder: list[Poller] = []
-    recorder = TickRecorder(holder, answering)
-    poller = Poller(
-        cluster=cluster.name,
-        sources=[source],
-        clock=clock,
-        poll=config.poll,
-        thresholds=config.thresholds,
-        on_view=recorder,
-    )
-    holder.append(poller)
+    poller, recorder = recorded_poller(cluster, config, clock, source, answering)
     probe = LagProbe()
     probe.start()
     facts = FactCounter()
@@ -890,17 +898,7 @@ async def exec_phase(config: Config, fleet: FleetProcess, info: FleetInfo, secon
     result.connect_failed = len(links) - len(live)
 
     source = ExecPerTickSource(cluster, live, command_line, fields)
-    holder: list[Poller] = []
-    recorder = TickRecorder(holder, frozenset(link.name for link in live))
-    poller = Poller(
-        cluster=cluster.name,
-        sources=[source],
-        clock=clock,
-        poll=config.poll,
-        thresholds=config.thresholds,
-        on_view=recorder,
-    )
-    holder.append(poller)
+    poller, recorder = recorded_poller(cluster, config, clock, source, frozenset(link.name for link in live))
     probe = LagProbe()
     probe.start()
     print(
