@@ -21,12 +21,10 @@ import asyncio
 import cProfile
 import dataclasses
 import gc
-import io
 import json
 import math
 import os
 import platform
-import pstats
 import shutil
 import subprocess
 import sys
@@ -37,6 +35,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import asyncssh
+from bench_report import Row, cpu_model, percentile, print_table, profile_text
 
 from gputop.clock import SystemClock
 from gputop.config_file import load_config
@@ -229,13 +228,6 @@ class FleetProcess:
 
 
 # -- measuring ----------------------------------------------------------------------------------------------
-def percentile(values: Iterable[float], p: float) -> float:
-    """Nearest-rank percentile (p in 0..100): the smallest value with at least p% of values at or below it."""
-    ordered = sorted(values)
-    if not ordered:
-        return math.nan
-    rank = max(1, math.ceil(p / 100 * len(ordered)))
-    return ordered[min(rank, len(ordered)) - 1]
 
 
 def machine_cpu_s() -> tuple[float, float, float]:
@@ -855,7 +847,7 @@ async def stream_phase(
         profiler.enable()
         await asyncio.sleep(profile_s)
         profiler.disable()
-        result.profile = profile_text(profiler, f"streaming pipeline, {profile_s:g} s")
+        result.profile = profile_text(profiler, f"streaming pipeline, {profile_s:g} s", 25)
     link_tasks = list(source._tasks)
     await probe.stop()
     result.stopped = await stop_poller(poller, task, link_tasks)
@@ -958,98 +950,18 @@ async def floor_phase(config: Config, fleet: FleetProcess, info: FleetInfo, seco
     return pct
 
 
+FORMATS = {
+    "ms": "{:.1f} ms",
+    "s": "{:.2f} s",
+    "MB": "{:.1f} MB",
+    "%": "{:.1f} %",
+    "x": "{:.2f}x",
+    "/s": "{:.0f} /s",
+    "": "{:g}",
+}
+
+
 # -- report ---------------------------------------------------------------------------------------------
-@dataclasses.dataclass
-class Row:
-    name: str
-    value: float
-    unit: str
-    target: float | None = None
-    note: str = ""
-    at_least: bool = False  # the target is a floor, not a ceiling
-
-    @property
-    def ratio(self) -> float | None:
-        if self.target is None or math.isnan(self.value):
-            return None
-        if self.at_least:
-            return self.target / self.value if self.value else math.inf
-        return self.value / self.target
-
-
-def fmt_value(value: float, unit: str) -> str:
-    if math.isnan(value):
-        return "n/a"
-    if unit == "ms":
-        return f"{value:.1f} ms"
-    if unit == "s":
-        return f"{value:.2f} s"
-    if unit == "MB":
-        return f"{value:.1f} MB"
-    if unit == "%":
-        return f"{value:.1f} %"
-    if unit == "x":
-        return f"{value:.2f}x"
-    if unit == "/s":
-        return f"{value:.0f} /s"
-    if unit == "":
-        return f"{value:g}"
-    return f"{value:.2f} {unit}"
-
-
-def print_table(rows: list[Row]) -> None:
-    headers = ("figure", "value", "target", "ratio", "")
-    cells = []
-    for row in rows:
-        ratio = row.ratio
-        target = (
-            "" if row.target is None else ("> " if row.at_least else "< ") + fmt_value(row.target, row.unit)
-        )
-        mark = "" if ratio is None else ("ok" if ratio < 1 else "MISSED")
-        cells.append(
-            (
-                row.name,
-                fmt_value(row.value, row.unit),
-                target,
-                "" if ratio is None else f"{ratio:.2f}",
-                f"{mark} {row.note}".strip(),
-            )
-        )
-    widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(headers)]
-    line = "  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()
-    print(line)
-    print("-" * len(line))
-    for c in cells:
-        print(
-            "  ".join(
-                (v.rjust(w) if i in (1, 3) else v.ljust(w))
-                for i, (v, w) in enumerate(zip(c, widths, strict=True))
-            ).rstrip()
-        )
-
-
-def profile_text(profiler: cProfile.Profile, title: str, top: int = 25) -> str:
-    out = io.StringIO()
-    stats = pstats.Stats(profiler, stream=out)
-    stats.strip_dirs()
-    out.write(f"\n=== profile: {title}, by own time ===\n")
-    stats.sort_stats("tottime").print_stats(top)
-    out.write(f"\n=== profile: {title}, by cumulative time ===\n")
-    stats.sort_stats("cumulative").print_stats(top)
-    return out.getvalue()
-
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.lower().startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def ms(values: Sequence[float], p: float) -> float:
     return 1000 * percentile(values, p) if values else math.nan
 
@@ -1216,7 +1128,7 @@ def report(
             Row("   exec per tick over the floor", x.cpu_pct / floor_pct, "x"),
         ]
     print()
-    print_table(rows)
+    print_table(rows, FORMATS)
     print()
     print("notes:")
     print("  the fleet ran in another process; its CPU is not in gputop's figures, only shown beside them.")

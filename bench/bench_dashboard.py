@@ -14,11 +14,9 @@ import asyncio
 import cProfile
 import dataclasses
 import gc
-import io
 import math
 import os
 import platform
-import pstats
 import statistics
 import subprocess
 import sys
@@ -35,6 +33,8 @@ os.environ.pop("NO_COLOR", None)
 # does when gputop runs: import it first.
 import gputop.tui  # noqa: F401, I001
 from textual import events
+
+from bench_report import Row, cpu_model, percentile, print_table, profile_text
 
 from gputop.cli import build_demo_app
 from gputop.clock import FrozenClock
@@ -58,15 +58,6 @@ TARGET_RSS_MB = 150.0
 
 
 # -- helpers ----------------------------------------------------------------------------------------------
-def percentile(values: Iterable[float], p: float) -> float:
-    """Nearest-rank percentile (p in 0..100): the smallest value with at least p% of values at or below it."""
-    ordered = sorted(values)
-    if not ordered:
-        return math.nan
-    rank = max(1, math.ceil(p / 100 * len(ordered)))
-    return ordered[min(rank, len(ordered)) - 1]
-
-
 def bench_config(nodes: int) -> Config:
     base = Config.default()
     return dataclasses.replace(
@@ -75,32 +66,6 @@ def bench_config(nodes: int) -> Config:
         # The benchmark drives every tick itself; the app's own poller ticks once at mount, then waits.
         poll=dataclasses.replace(base.poll, interval_s=3600.0),
     )
-
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.lower().startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-@dataclasses.dataclass
-class Row:
-    name: str
-    value: float
-    unit: str
-    target: float | None = None
-    note: str = ""
-
-    @property
-    def ratio(self) -> float | None:
-        if self.target is None or math.isnan(self.value):
-            return None
-        return self.value / self.target
 
 
 # -- paint probe ------------------------------------------------------------------------------------------
@@ -571,69 +536,10 @@ def measure_startup(nodes: int, runs: int) -> tuple[list[ChildRun], list[ChildRu
 
 
 # -- profiles ---------------------------------------------------------------------------------------------
-def profile_text(profiler: cProfile.Profile, title: str, top: int = 18) -> str:
-    out = io.StringIO()
-    stats = pstats.Stats(profiler, stream=out)
-    stats.strip_dirs()
-    out.write(f"\n=== profile: {title}, by own time ===\n")
-    stats.sort_stats("tottime").print_stats(top)
-    out.write(f"\n=== profile: {title}, by cumulative time ===\n")
-    stats.sort_stats("cumulative").print_stats(top)
-    return out.getvalue()
+FORMATS = {"ms": "{:.2f} ms", "s": "{:.3f} s", "MB": "{:.1f} MB", "x": "{:.2f}x", "frames": "{:.2f}"}
 
 
 # -- report ---------------------------------------------------------------------------------------------
-def fmt_value(row: Row) -> str:
-    if math.isnan(row.value):
-        return "n/a"
-    if row.unit == "ms":
-        return f"{row.value:.2f} ms"
-    if row.unit == "s":
-        return f"{row.value:.3f} s"
-    if row.unit == "MB":
-        return f"{row.value:.1f} MB"
-    if row.unit == "x":
-        return f"{row.value:.2f}x"
-    if row.unit == "frames":
-        return f"{row.value:.2f}"
-    return f"{row.value:g} {row.unit}".strip()
-
-
-def fmt_target(row: Row) -> str:
-    if row.target is None:
-        return ""
-    return "< " + fmt_value(dataclasses.replace(row, value=row.target))
-
-
-def print_table(rows: list[Row]) -> None:
-    headers = ("figure", "value", "target", "ratio", "")
-    cells = []
-    for row in rows:
-        ratio = row.ratio
-        ratio_text = "" if ratio is None else f"{ratio:.2f}"
-        mark = "" if ratio is None else ("ok" if ratio < 1 else "MISSED")
-        cells.append(
-            (
-                row.name,
-                fmt_value(row),
-                fmt_target(row),
-                ratio_text,
-                mark if not row.note else f"{mark} {row.note}".strip(),
-            )
-        )
-    widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(headers)]
-    line = "  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True))
-    print(line.rstrip())
-    print("-" * len(line.rstrip()))
-    for c in cells:
-        print(
-            "  ".join(
-                (v.rjust(w) if i in (1, 3) else v.ljust(w))
-                for i, (v, w) in enumerate(zip(c, widths, strict=True))
-            ).rstrip()
-        )
-
-
 def ms(values: list[float], p: float | None = None) -> float:
     if not values:
         return math.nan
@@ -659,8 +565,8 @@ async def in_process(args: argparse.Namespace, ticks: int, key_s: float) -> tupl
             await measure_ticks(h, 20 if not args.quick else 8, warmup=2, profiler=tick_profiler)
             key_profiler = cProfile.Profile()
             await measure_keys(h, 4.0 if not args.quick else 2.0, with_ticks=False, profiler=key_profiler)
-            profiles = profile_text(tick_profiler, "apply + repaint per tick") + profile_text(
-                key_profiler, "key press to painted frame (no ticks)"
+            profiles = profile_text(tick_profiler, "apply + repaint per tick", 18) + profile_text(
+                key_profiler, "key press to painted frame (no ticks)", 18
             )
         h.app.exit()
     return tick_result, key_result, profiles
@@ -786,7 +692,7 @@ def main(argv: list[str] | None = None) -> int:
         rows.insert(5, Row("   ticks with no frame within 2 s", t.timeouts, ""))
 
     print()
-    print_table(rows)
+    print_table(rows, FORMATS)
     print(f"\nbenchmark took {time.monotonic() - began:.1f} s")
     if profiles:
         print(profiles)
