@@ -21,6 +21,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from gputop.core.parsers.common import as_text
+
 if TYPE_CHECKING:
     from gputop.core.config import ClusterConfig, PollConfig
     from gputop.sources.ssh_node import LinkSettings
@@ -66,14 +68,6 @@ def not_found_reason(program: str, host: str | None) -> str:
     return f"{program} not found on {host}: is {host} a Slurm login node? check slurm.run_on"
 
 
-def _text(data: bytes | str | None) -> str:
-    if data is None:
-        return ""
-    if isinstance(data, bytes):
-        return data.decode("utf-8", errors="replace")
-    return data
-
-
 class LocalRunner:
     where = LOCAL
 
@@ -103,7 +97,7 @@ class LocalRunner:
                     await asyncio.shield(process.wait())
         status = process.returncode
         return Completed(
-            tuple(argv), status if status is None or status >= 0 else None, _text(out), _text(errors)
+            tuple(argv), status if status is None or status >= 0 else None, as_text(out), as_text(errors)
         )
 
     def refresh(self) -> None:
@@ -178,8 +172,8 @@ class SshRunner:
         return Completed(
             tuple(argv),
             status if status is not None and status >= 0 else None,
-            _text(result.stdout),
-            _text(result.stderr),
+            as_text(result.stdout),
+            as_text(result.stderr),
         )
 
     def _drop(self, conn: Any) -> None:

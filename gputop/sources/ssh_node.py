@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gputop.core.models import GpuSample
-from gputop.core.parsers.common import ParseFailure
+from gputop.core.parsers.common import ParseFailure, as_text
 from gputop.core.parsers.driver_errors import detect_driver_error
 from gputop.core.parsers.registry import registry
 from gputop.sources.commands import MEM_MOVE_MIB, QUERY_GPU_FIELDS, CommandSpec
@@ -258,8 +258,8 @@ class NodeLink:
         except Exception as err:
             self._fact_failed(spec, describe(err, self.name).reason)
             return
-        out = _text(result.stdout)
-        err_text = _text(result.stderr)
+        out = as_text(result.stdout)
+        err_text = as_text(result.stderr)
         if result.exit_status == 127 or "command not found" in err_text:
             self._fact_failed(spec, f"{spec.argv[0]} not installed")
             return
@@ -283,14 +283,6 @@ class NodeLink:
         if self.fact_errors.get(spec.name) != reason:
             self.fact_errors[spec.name] = reason
             self.version += 1
-
-
-def _text(data: bytes | str | None) -> str:
-    if data is None:
-        return ""
-    if isinstance(data, bytes):
-        return data.decode("utf-8", errors="replace")
-    return data
 
 
 def _stream_fields(spec: CommandSpec) -> tuple[str, ...]:

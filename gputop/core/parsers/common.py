@@ -39,3 +39,13 @@ NOT_AVAILABLE = frozenset(
         "[Requested functionality has been deprecated]",
     }
 )
+
+
+def as_text(data: bytes | str | None) -> str:
+    """A command's output as text: bytes decoded as UTF-8, anything undecodable replaced (nodes print
+    what they like), None as empty."""
+    if data is None:
+        return ""
+    if isinstance(data, bytes):
+        return data.decode("utf-8", errors="replace")
+    return data
