@@ -219,18 +219,19 @@ class NodeLink:
     async def _fact_loop(self, conn: Any, spec: CommandSpec) -> None:
         # Spread the first runs so a thousand nodes do not all run topo -m in the same second.
         await self._sleep_or_wake(random.uniform(0, min(spec.interval_s, 5.0)))  # noqa: S311
+        quiet_s = spec.quiet_every_s  # None: run every interval
         memory_then: dict[int, float] | None = None
         ran_at_s = -math.inf
         woken = False
         while True:
-            memory_now = {g.index: g.mem_used_mib or 0.0 for g in self.gpus}
+            memory_now = {g.index: g.mem_used_mib or 0.0 for g in self.gpus} if quiet_s is not None else None
             quiet = (
-                spec.quiet_every_s is not None
+                quiet_s is not None
                 and not woken
+                and memory_now is not None
                 and memory_then is not None
-                and self.now() - ran_at_s < spec.quiet_every_s
-                and memory_now.keys() == memory_then.keys()
-                and all(abs(memory_now[i] - memory_then[i]) < MEM_MOVE_MIB for i in memory_now)
+                and self.now() - ran_at_s < quiet_s
+                and not _memory_moved(memory_then, memory_now)
             )
             if not quiet:
                 memory_then, ran_at_s = memory_now, self.now()
@@ -283,6 +284,11 @@ class NodeLink:
         if self.fact_errors.get(spec.name) != reason:
             self.fact_errors[spec.name] = reason
             self.version += 1
+
+
+def _memory_moved(then: Mapping[int, float], now: Mapping[int, float]) -> bool:
+    """Whether a GPU came or went, or any GPU's memory use moved by MEM_MOVE_MIB or more."""
+    return then.keys() != now.keys() or any(abs(now[i] - then[i]) >= MEM_MOVE_MIB for i in now)
 
 
 def _stream_fields(spec: CommandSpec) -> tuple[str, ...]:
