@@ -10,6 +10,8 @@ import pytest
 from asyncssh.config import SSHClientConfig
 
 from gputop.sources.ssh_config_index import SMALL_FILE_LINES, SshConfigIndex
+from gputop.sources.ssh_connect import PREFERRED_CIPHERS, connect_options
+from gputop.sources.ssh_node import LinkSettings
 
 NODES = 400
 
@@ -130,3 +132,34 @@ def test_a_thousand_hosts_resolve_quickly(tmp_path: Path) -> None:
         assert spent_s < 20 * full_parse_s, (spent_s, full_parse_s)
     finally:
         index.close()
+
+
+def settings_with(config_file: Path | None, known_hosts: Path | None) -> LinkSettings:
+    return LinkSettings(
+        user=None,
+        port=None,
+        config_file=str(config_file) if config_file else None,
+        known_hosts=str(known_hosts) if known_hosts else None,
+        identity_files=(),
+        jump_host=None,
+        connect_timeout_s=5.0,
+        backoff_initial_s=1.0,
+        backoff_max_s=5.0,
+        expected_gpus=None,
+    )
+
+
+def test_connect_options_follow_the_ssh_config_ciphers_and_trust_nothing_without_known_hosts(
+    tmp_path: Path,
+) -> None:
+    plain = tmp_path / "plain"
+    plain.write_text("Host *\n  User me\n")
+    chosen = tmp_path / "chosen"
+    chosen.write_text("Host *\n  Ciphers aes256-ctr\n")
+    missing = tmp_path / "no_known_hosts"
+    options = connect_options("gpu001", settings_with(plain, missing))
+    assert options["encryption_algs"] == list(PREFERRED_CIPHERS)
+    assert options["config"] == [str(plain)]
+    assert options["known_hosts"] == ()  # a missing file trusts nothing
+    assert "encryption_algs" not in connect_options("gpu001", settings_with(chosen, missing))
+    assert connect_options("gpu001", settings_with(None, None))["known_hosts"] is None  # not verified

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from gputop.core.parsers.common import as_text
+from gputop.sources.known_hosts import SharedKnownHosts
+from gputop.sources.ssh_config_index import SshConfigIndex
 
 if TYPE_CHECKING:
     from gputop.core.config import ClusterConfig, PollConfig
@@ -123,6 +125,9 @@ class SshRunner:
         self._conn: Any = None
         self._lock = asyncio.Lock()
         self._refused: str | None = None  # a failure retrying cannot fix, until a refresh
+        # Read once for every reconnect, as the node links do (gputop.sources.ssh_connect).
+        self._ssh_config = SshConfigIndex(settings.config_file) if settings.config_file else None
+        self._known_hosts = SharedKnownHosts(settings.known_hosts) if settings.known_hosts else None
 
     def refresh(self) -> None:
         self._refused = None
@@ -138,7 +143,9 @@ class SshRunner:
             if self._refused is not None:
                 raise RunFailed(self._refused, retry=False)
             try:
-                self._conn = await connect(self.host, self.settings)
+                self._conn = await connect(
+                    self.host, self.settings, ssh_config=self._ssh_config, known_hosts=self._known_hosts
+                )
             except asyncio.CancelledError:
                 raise
             except Exception as err:
@@ -182,6 +189,8 @@ class SshRunner:
         conn.close()
 
     async def close(self) -> None:
+        if self._ssh_config is not None:
+            self._ssh_config.close()
         conn, self._conn = self._conn, None
         if conn is not None:
             conn.close()

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 from typing import TYPE_CHECKING, Any
 
+from gputop.sources.known_hosts import SharedKnownHosts
+from gputop.sources.ssh_config_index import SshConfigIndex
+
 if TYPE_CHECKING:
-    from gputop.sources.known_hosts import SharedKnownHosts
-    from gputop.sources.ssh_config_index import SshConfigIndex
     from gputop.sources.ssh_node import LinkSettings
 
 # asyncssh's own order with AES-GCM first: its ChaCha20-Poly1305 builds new cipher objects for every
@@ -44,27 +44,26 @@ def connect_options(
 ) -> dict[str, Any]:
     """asyncssh.connect's keyword arguments for ``host``.
 
-    ssh_config: a fleet's ssh_config read once (its small per-host copy is used); else the settings'
-    config file as it is. known_hosts: the fleet's parsed known_hosts; else the settings' file is read
-    (and a missing file trusts nothing, so every host key is "not verifiable")."""
+    ssh_config, known_hosts: the fleet's, read once and shared; else read for this connection."""
     s = settings
     options: dict[str, Any] = {
         "connect_timeout": s.connect_timeout_s,
         "keepalive_interval": KEEPALIVE_INTERVAL_S,
         "keepalive_count_max": KEEPALIVE_COUNT_MAX,
     }
+    # Without shared copies, read them for this connection alone: the same rules either way (its Ciphers
+    # respected, a missing known_hosts trusting nothing). Callers that connect again and again (the node
+    # links, the Slurm runner) pass their own, read once and closed when they are done.
+    if ssh_config is None and s.config_file is not None:
+        ssh_config = SshConfigIndex(s.config_file)
     if ssh_config is not None:
         options["config"] = [ssh_config.path_for(host)]
-    elif s.config_file is not None:
-        options["config"] = [s.config_file]
     if ssh_config is None or not ssh_config.sets_ciphers:
         options["encryption_algs"] = list(PREFERRED_CIPHERS)
     if s.known_hosts is None:
-        options["known_hosts"] = None
-    elif known_hosts is not None:
-        options["known_hosts"] = known_hosts.option()
+        options["known_hosts"] = None  # not verified: an explicit config choice the UI flags
     else:
-        options["known_hosts"] = s.known_hosts if os.path.exists(s.known_hosts) else ()
+        options["known_hosts"] = (known_hosts or SharedKnownHosts(s.known_hosts)).option()
     if s.user is not None:
         options["username"] = s.user
     if s.port is not None:
