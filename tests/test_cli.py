@@ -262,7 +262,7 @@ def test_demo_nodes_not_a_number(tmp_path: Path) -> None:
 # --- a real cluster config ------------------------------------------------------------------------------
 
 
-def test_cluster_gputop_cannot_watch_yet_is_one_readable_line(tmp_path: Path) -> None:
+def test_nodes_from_slurm_without_slurm_is_one_readable_line(tmp_path: Path) -> None:
     write(tmp_path / "slurm.yaml", "clusters:\n  - name: ampere\n    nodes_from_slurm: gpu\n")
     result = gputop(tmp_path, "--config", "slurm.yaml")
     lines = assert_clean_failure(result)
