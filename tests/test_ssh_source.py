@@ -238,3 +238,19 @@ async def test_processes_are_not_asked_again_while_gpu_memory_stays_put(fleet: F
         assert runs.get(link.name, 0) > before
     finally:
         await source.close()
+
+
+async def test_a_node_with_every_slow_fact_switched_off_still_streams(fleet: Fleet) -> None:
+    config = fast(load_config(fleet.config_path))
+    source = SshSource(cluster_of(config), config.poll, time.time)
+    for name in [n for n, spec in source.commands.items() if not spec.stream]:
+        del source.commands[name]
+    await source.start()
+    try:
+        names = answering(fleet)
+        nodes = await wait_for(source, lambda ns: all(ns[n].gpus for n in names))
+        assert all(not nodes[n].facts and not nodes[n].fact_errors for n in names)
+        stamps = {n: nodes[n].sampled_at_s or 0.0 for n in names}
+        await wait_for(source, lambda ns: all((ns[n].sampled_at_s or 0) > stamps[n] for n in names), 5)
+    finally:
+        await source.close()

@@ -18,6 +18,7 @@ from gputop.core.models import GpuProcess, GpuSample, IbPort, NodeSample, Reacha
 from gputop.core.parsers.xid import XidLog
 from gputop.sources.commands import CommandSpec, apply_overrides, default_commands
 from gputop.sources.known_hosts import SharedKnownHosts
+from gputop.sources.parse_cache import ParseCache
 from gputop.sources.ssh_config_index import SshConfigIndex
 from gputop.sources.ssh_node import LinkSettings, NodeLink
 
@@ -71,6 +72,7 @@ class SshSource:
         self._tasks: list[asyncio.Task[None]] = []
         self._samples: dict[str, tuple[int, NodeSample]] = {}
         self.ssh_config: SshConfigIndex | None = None
+        self.parse_cache = ParseCache()
 
     async def start(self) -> None:
         raise_open_file_limit()
@@ -81,7 +83,14 @@ class SshSource:
         known_hosts = SharedKnownHosts(self.settings.known_hosts) if self.settings.known_hosts else None
         for name in self.cluster.node_names:
             link = NodeLink(
-                name, self.settings, self.commands, self.now, handshakes, self.ssh_config, known_hosts
+                name,
+                self.settings,
+                self.commands,
+                self.now,
+                handshakes,
+                self.ssh_config,
+                known_hosts,
+                self.parse_cache,
             )
             self.links[name] = link
             self._tasks.append(asyncio.create_task(link.run(), name=f"ssh:{name}"))

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import math
 import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -20,10 +19,10 @@ from typing import Any
 from gputop.core.models import GpuSample
 from gputop.core.parsers.common import ParseFailure, as_text
 from gputop.core.parsers.driver_errors import detect_driver_error
-from gputop.core.parsers.registry import registry
 from gputop.sources.commands import MEM_MOVE_MIB, QUERY_GPU_FIELDS, CommandSpec
 from gputop.sources.known_hosts import SharedKnownHosts
 from gputop.sources.metrics_stream import MetricsAssembler
+from gputop.sources.parse_cache import ParseCache
 from gputop.sources.ssh_config_index import SshConfigIndex
 from gputop.sources.ssh_connect import connect
 from gputop.sources.ssh_errors import Failure, describe
@@ -62,10 +61,12 @@ class NodeLink:
         handshakes: asyncio.Semaphore,
         ssh_config: SshConfigIndex | None = None,
         known_hosts: SharedKnownHosts | None = None,
+        parse_cache: ParseCache | None = None,
     ) -> None:
         self.name = name
         self.ssh_config = ssh_config  # the fleet's ssh_config, read once (else asyncssh reads it per connect)
         self.known_hosts = known_hosts  # likewise the fleet's known_hosts
+        self.parse_cache = parse_cache or ParseCache()  # shared by the fleet: one parse per distinct output
         self.settings = settings
         self.commands = dict(commands)
         self.now = now
@@ -128,11 +129,7 @@ class NodeLink:
         self._conn = conn
         self.connected = True
         self.version += 1
-        facts = [
-            asyncio.create_task(self._fact_loop(conn, spec), name=f"{self.name}:{spec.name}")
-            for spec in self.commands.values()
-            if not spec.stream
-        ]
+        facts = asyncio.create_task(self._facts(conn), name=f"{self.name}:facts")
         try:
             await self._stream(conn)
             return Failure("metrics stream ended", retry=True)
@@ -143,9 +140,8 @@ class NodeLink:
         except Exception as err:
             return describe(err, self.name, self.stream_spec.timeout_s)
         finally:
-            for task in facts:
-                task.cancel()
-            await asyncio.gather(*facts, return_exceptions=True)
+            facts.cancel()
+            await asyncio.gather(facts, return_exceptions=True)
             conn.close()
             self._conn = None
 
@@ -216,27 +212,52 @@ class NodeLink:
             self.version += 1
 
     # -- slow facts -----------------------------------------------------------------------------------
-    async def _fact_loop(self, conn: Any, spec: CommandSpec) -> None:
+    async def _facts(self, conn: Any) -> None:
+        """Runs every slow fact on its own cadence, from one task per node (one task per fact, each
+        with its own sleep, cost a thousand-node fleet ten thousand tasks and their timers)."""
+        loop = asyncio.get_running_loop()
+        specs = [spec for spec in self.commands.values() if not spec.stream]
+        if not specs:
+            return  # a site switched every slow fact off
         # Spread the first runs so a thousand nodes do not all run topo -m in the same second.
-        await self._sleep_or_wake(random.uniform(0, min(spec.interval_s, 5.0)))  # noqa: S311
-        quiet_s = spec.quiet_every_s  # None: run every interval
-        memory_then: dict[int, float] | None = None
-        ran_at_s = -math.inf
-        woken = False
-        while True:
-            memory_now = {g.index: g.mem_used_mib or 0.0 for g in self.gpus} if quiet_s is not None else None
-            quiet = (
-                quiet_s is not None
-                and not woken
-                and memory_now is not None
-                and memory_then is not None
-                and self.now() - ran_at_s < quiet_s
-                and not _memory_moved(memory_then, memory_now)
-            )
-            if not quiet:
-                memory_then, ran_at_s = memory_now, self.now()
-                await self._run_fact(conn, spec)
-            woken = await self._sleep_or_wake(spec.interval_s)
+        start = loop.time()
+        due_at = {s.name: start + random.uniform(0, min(s.interval_s, 5.0)) for s in specs}  # noqa: S311
+        memory_then: dict[str, dict[int, float]] = {}  # by fact: GPU memory when it last ran
+        ran_at_s: dict[str, float] = {}
+        running: dict[str, asyncio.Task[None]] = {}
+        try:
+            while True:
+                woken = await self._sleep_or_wake(max(0.0, min(due_at.values()) - loop.time()))
+                now = loop.time()
+                for name in [name for name, task in running.items() if task.done()]:
+                    del running[name]
+                for spec in specs:
+                    if (due_at[spec.name] > now and not woken) or spec.name in running:
+                        continue  # not due, or its last run has not finished: never two at once
+                    due_at[spec.name] = now + spec.interval_s
+                    if not woken and self._quiet(spec, memory_then.get(spec.name), ran_at_s.get(spec.name)):
+                        continue
+                    if spec.quiet_every_s is not None:
+                        memory_then[spec.name], ran_at_s[spec.name] = self._memory_by_gpu(), self.now()
+                    running[spec.name] = asyncio.create_task(
+                        self._run_fact(conn, spec), name=f"{self.name}:{spec.name}"
+                    )
+        finally:
+            for task in running.values():
+                task.cancel()
+            await asyncio.gather(*running.values(), return_exceptions=True)
+
+    def _quiet(self, spec: CommandSpec, memory_then: dict[int, float] | None, ran_at_s: float | None) -> bool:
+        """Whether a run of ``spec`` can be skipped: it skips while GPU memory stays put, and did run
+        less than quiet_every_s ago."""
+        if spec.quiet_every_s is None or memory_then is None or ran_at_s is None:
+            return False
+        return self.now() - ran_at_s < spec.quiet_every_s and not _memory_moved(
+            memory_then, self._memory_by_gpu()
+        )
+
+    def _memory_by_gpu(self) -> dict[int, float]:
+        return {g.index: g.mem_used_mib or 0.0 for g in self.gpus}
 
     async def _sleep_or_wake(self, seconds: float) -> bool:
         """Sleeps; True when a refresh cut the sleep short (then nothing is skipped)."""
@@ -268,14 +289,16 @@ class NodeLink:
         if driver is not None:
             self._fact_failed(spec, driver)
             return
-        parser = registry().get(spec.parser)
-        if parser is None:
+        try:
+            value = self.parse_cache.parse(spec.parser, out)
+        except KeyError:
             self._fact_failed(spec, f"no parser for {spec.parser}")
             return
-        value = parser.parse(out)
         if isinstance(value, ParseFailure):
             self._fact_failed(spec, f"{spec.name}: {value.reason}")
             return
+        if self.facts.get(spec.name) is value and spec.name not in self.fact_errors:
+            return  # the same output as last time: nothing on screen changes
         self.facts[spec.name] = value
         self.fact_errors.pop(spec.name, None)
         self.version += 1

@@ -6,6 +6,7 @@ empty status rather than a failure.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -56,17 +57,24 @@ class NvlinkStatus:
         return next((g for g in self.gpus if g.index == index), None)
 
 
+@functools.lru_cache(maxsize=4096)
+def _shared_link(index: int, speed_gbps: float | None, active: bool) -> Link:
+    # A fleet's nodes report the same few (link, speed) pairs: one frozen Link each, not one per node
+    # (18 links x 8 GPUs x 1,000 nodes held 15 KB a node).
+    return Link(index, speed_gbps, active)
+
+
 def _link(index: int, value: str, gpu: int, notes: list[str]) -> Link:
     if value == "<inactive>":
-        return Link(index, None, active=False)
+        return _shared_link(index, None, False)
     match = _SPEED.match(value)
     if match:
         try:
-            return Link(index, float(match.group(1)), active=True)
+            return _shared_link(index, float(match.group(1)), True)
         except ValueError:
             pass
     notes.append(f"GPU {gpu} link {index}: unreadable status {value!r}")
-    return Link(index, None, active=False)
+    return _shared_link(index, None, False)
 
 
 def parse_nvlink(text: str) -> NvlinkStatus | ParseFailure:

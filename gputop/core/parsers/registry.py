@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
+from collections.abc import Mapping
+from types import MappingProxyType
 
 from gputop.core.parsers.common import ParserInfo
 
@@ -20,12 +23,9 @@ PARSER_MODULES = (
 )
 
 
-def registry() -> dict[str, ParserInfo]:
+@functools.cache  # the modules are fixed: gathered once, not at every slow-fact run
+def registry() -> Mapping[str, ParserInfo]:
     found: dict[str, ParserInfo] = {}
     for name in PARSER_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError:
-            continue  # a parser family not built yet
-        found.update(module.PARSERS)
-    return found
+        found.update(importlib.import_module(name).PARSERS)
+    return MappingProxyType(found)
