@@ -798,3 +798,26 @@ def test_xid_odd_input() -> None:
     )
     assert mixed.time_base is TimeBase.BOOT
     assert any("mix time formats" in note for note in mixed.notes)
+
+
+@pytest.mark.parametrize(
+    "cells",
+    [
+        "0, GPU-a, NVIDIA H100 80GB HBM3, 00000000:18:00.0, 97, 40, 70000, 81559, 71, 650.5, 700.00,"
+        " 1980, 1980, 0, Disabled, 0x0000000000000000",
+        "3, GPU-b, NVIDIA A100, 00000000:3B:00.0, [N/A], [N/A], 1000, 40960, 40, 60.1, 400.00, 1410, 1410,"
+        " [N/A], Enabled, 0x0000000000000001",
+        "1, GPU-c, NVIDIA GeForce RTX 3070, [N/A], 5, 3, 300, 8192, 45, [N/A], [N/A], 210, 1905, [N/A],"
+        " [N/A], 0x0000000000000004",
+        "2 , GPU-d , NVIDIA B200 , 00000000:1A:00.0 , 0 , 0 , 0 , 183359 , 30 , 140 , 1000 , 120 , 1965 , 3 ,"
+        " Disabled , 0x0000000000000000 ",
+    ],
+)
+def test_a_stream_line_reads_as_the_same_row_of_a_whole_output_does(cells: str) -> None:
+    from gputop.core.parsers.query_gpu import parse_query_gpu
+
+    fast = parse_query_gpu_line(cells, QUERY_GPU_FIELDS)
+    whole = parse_query_gpu(cells + "\n", QUERY_GPU_FIELDS)
+    assert isinstance(fast, GpuSample) and not isinstance(whole, ParseFailure)
+    assert fast == whole.gpus[0]
+    assert type(fast) is GpuSample
