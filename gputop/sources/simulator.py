@@ -18,7 +18,7 @@ import heapq
 import itertools
 import math
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Final, cast
 
@@ -144,6 +144,10 @@ _MIG_INSTANCE_USE: Final = (0.82, 0.64, 0.0, 0.91, 0.35, 0.0, 0.77)  # share of 
 _THERMAL_SW: Final = ("sw_thermal_slowdown",)
 _THERMAL_HW: Final = ("sw_thermal_slowdown", "hw_thermal_slowdown")
 _POWER_CAPPED: Final = ("sw_power_cap",)
+
+_DRAIN_FLAGS: Final = frozenset({"DRAIN"})
+_NOT_RESPONDING_FLAGS: Final = frozenset({"NOT_RESPONDING"})
+_DRAIN_NOT_RESPONDING_FLAGS: Final = _DRAIN_FLAGS | _NOT_RESPONDING_FLAGS
 
 _ROUNDER: Final = 6755399441055744.0  # 1.5 * 2**52: x + it - it rounds x to a whole number
 
@@ -278,6 +282,7 @@ class SimulatedCluster:
         width = max(3, len(str(nodes)))
         self.node_names: tuple[str, ...] = tuple(f"gpu{i + 1:0{width}d}" for i in range(nodes))
         self._n = nodes
+        self._node_index = {name: i for i, name in enumerate(self.node_names)}
         self._step_index = 0
         # Separate streams, so the jobs Slurm runs do not depend on how many GPUs draw noise.
         self._setup_rng = _stream(seed, "setup")
@@ -383,6 +388,46 @@ class SimulatedCluster:
         self._result_step = self._step_index
         return self._result
 
+    def drain(self, nodes: Iterable[str], reason: str, user: str, now_s: float) -> None:
+        """Set DRAIN on ``nodes`` with ``reason``, as ``scontrol update State=DRAIN`` does: no new job starts
+        there, running jobs finish (the node shows draining, then drained), and the reason, its user and
+        time replace any earlier one, also on a node already drained. An unknown name raises ValueError
+        and changes nothing."""
+        for i in self._indices(nodes):
+            self._drain.add(i)
+            self._reasons[i] = (reason, user, now_s)
+            self._set_schedulable(i, False)
+            self._dirty_nodes.add(i)
+        self._result = None
+
+    def resume(self, nodes: Iterable[str], now_s: float) -> tuple[str, ...]:
+        """Clear DRAIN and the reason on ``nodes``, as ``scontrol update State=RESUME`` does, so jobs may
+        start there again from the next step. Returns the nodes that were not drained (Slurm refuses to
+        resume those), left as they were; the others are resumed all the same. An unknown name raises
+        ValueError and changes nothing. ``now_s`` is taken to mirror `drain`; a resumed node has no reason,
+        so no reason time either."""
+        refused: list[str] = []
+        for i in self._indices(nodes):
+            if i not in self._drain:
+                refused.append(self.node_names[i])
+                continue
+            self._drain.discard(i)
+            self._reasons.pop(i, None)
+            if i != self._unresponsive:  # a silent node stays out of Slurm's reach, drained or not
+                self._set_schedulable(i, True)
+                self._resumed = True
+            self._dirty_nodes.add(i)
+        self._result = None
+        return tuple(refused)
+
+    def _indices(self, nodes: Iterable[str]) -> list[int]:
+        index = self._node_index
+        wanted = list(dict.fromkeys(nodes))
+        unknown = [name for name in wanted if name not in index]
+        if unknown:
+            raise ValueError(f"not nodes of this cluster: {', '.join(unknown)}")
+        return [index[name] for name in wanted]
+
     # ------------------------------------------------------------------ setup
 
     def _setup_gpus(self) -> None:
@@ -470,7 +515,23 @@ class SimulatedCluster:
             node = at.get(kind)
             if node is not None:
                 self._node_free[node].remove(self._incident_gpu(kind))
-        unschedulable = {at[k] for k in ("drained", "unresponsive") if k in at}
+        # Slurm's DRAIN flag and each node's reason (text, user, time); drain() and resume() change them.
+        self._drain: set[int] = set()
+        self._reasons: dict[int, tuple[str, str, float]] = {}
+        t0 = self.start_time_s
+        if "drained" in at:
+            self._drain.add(at["drained"])
+            self._reasons[at["drained"]] = (DRAIN_REASON, "root", t0 - 2 * 86400.0)
+        self._unresponsive = at.get("unresponsive", -1)
+        if "unresponsive" in at:
+            # Silent since 45 s before the first sample, so already past Slurm's 30 s: flagged from the start.
+            self._reasons[at["unresponsive"]] = (
+                "Not responding",
+                "slurm",
+                t0 - SILENT_BEFORE_START_S + SLURM_NOT_RESPONDING_AFTER_S,
+            )
+        self._resumed = False  # a node came back: the scheduler looks at the queue at the next step
+        unschedulable = {*self._drain, self._unresponsive}
         # Per partition, per number of free GPUs: the nodes with that many free (dicts as ordered sets).
         self._buckets: list[list[dict[int, None]]] = [[{} for _ in range(g_per + 1)] for _ in _PARTITIONS]
         self._schedulable = [i not in unschedulable for i in range(self._n)]
@@ -662,6 +723,17 @@ class SimulatedCluster:
                 self._procs[g] = ()
                 self._ramping.pop(g, None)
         self._user_gpus[job.user] -= job.gpu_count
+
+    def _set_schedulable(self, node: int, schedulable: bool) -> None:
+        """Let the scheduler place jobs on ``node`` or not; what already runs there keeps running."""
+        if self._schedulable[node] == schedulable:
+            return
+        bucket = self._buckets[self._node_part[node]][len(self._node_free[node])]
+        if schedulable:
+            bucket[node] = None
+        else:
+            del bucket[node]
+        self._schedulable[node] = schedulable
 
     def _rebucket(self, node: int, old_free: int) -> None:
         if not self._schedulable[node]:
@@ -868,7 +940,8 @@ class SimulatedCluster:
                 del self._ramping[g]
 
     def _schedule(self, t: float, *, force: bool = False) -> None:
-        changed = force
+        changed = force or self._resumed
+        self._resumed = False
         while self._ends and self._ends[0][0] <= t:
             _, _, job = heapq.heappop(self._ends)
             self._release(job)
@@ -1188,30 +1261,16 @@ class SimulatedCluster:
         else:
             base = SlurmBaseState.MIXED
         part = (_PARTITIONS[self._node_part[i]],)
-        at = self._incident_at
-        t0 = self.start_time_s
-        if at.get("drained") == i:
-            return SlurmNode(
-                self.node_names[i],
-                base,
-                frozenset({"DRAIN"}),
-                DRAIN_REASON,
-                "root",
-                t0 - 2 * 86400.0,
-                part,
-            )
-        if at.get("unresponsive") == i:
-            # Silent since 45 s before the first sample, so already past Slurm's 30 s: flagged from the start.
-            return SlurmNode(
-                self.node_names[i],
-                base,
-                frozenset({"NOT_RESPONDING"}),
-                "Not responding",
-                "slurm",
-                t0 - SILENT_BEFORE_START_S + SLURM_NOT_RESPONDING_AFTER_S,
-                part,
-            )
-        return SlurmNode(self.node_names[i], base, partitions=part)
+        flags: frozenset[str] = frozenset()
+        if i in self._drain:
+            flags = _DRAIN_FLAGS if i != self._unresponsive else _DRAIN_NOT_RESPONDING_FLAGS
+        elif i == self._unresponsive:
+            flags = _NOT_RESPONDING_FLAGS
+        reason = self._reasons.get(i)
+        if reason is None:
+            return SlurmNode(self.node_names[i], base, flags, partitions=part)
+        text, user, when = reason
+        return SlurmNode(self.node_names[i], base, flags, text, user, when, part)
 
     def _slurm_job(self, job: _Job) -> SlurmJob:
         if job.slurm is None:
