@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gputop.actions_audit import append_audit
+from gputop.actions.audit import append_audit
 from gputop.core.health import Problem
 from gputop.core.models import (
     NodeSample,

@@ -1,1 +1,1 @@
-"""Actions on the cluster: pure plans and the executor that runs them, audited."""
+"""Actions gputop takes on a cluster (drain, resume): running a planned argv and recording it."""

@@ -22,8 +22,10 @@ import shlex
 import shutil
 import tempfile
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from asyncssh.pattern import WildcardPatternList
+if TYPE_CHECKING:  # asyncssh is imported when a file is first indexed, not when gputop starts
+    from asyncssh.pattern import WildcardPatternList
 
 SMALL_FILE_LINES = 200  # below this, parsing per connection costs less than writing copies
 
@@ -163,6 +165,8 @@ class SshConfigIndex:
         return blocks
 
     def _index(self, blocks: list[_Block], jump_hosts: list[str]) -> None:
+        from asyncssh.pattern import WildcardPatternList
+
         self._always, self._by_name, self._wildcards = set(), {}, []
         for i, block in enumerate(blocks):
             if block.keyword != "host":

@@ -10,19 +10,23 @@ from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.message import Message
 
+from gputop.actions.actor import Actor, actor_for
+from gputop.actions.execute import ActionOutcome
 from gputop.clock import Clock
 from gputop.core.config import Config
 from gputop.core.metrics import HeatScale, Metric, heat_scales
 from gputop.core.models import SnapshotDelta
+from gputop.core.node_actions import NodeAction, reason_template
 from gputop.core.summary import ClusterView
 from gputop.poller import Poller
 from gputop.sources.base import Source
 from gputop.tui import themes
 from gputop.tui.commands import GputopCommands
 from gputop.tui.palette import Palette, PaletteCache
-from gputop.tui.screens.dashboard import DashboardScreen
+from gputop.tui.screens.dashboard import NODE_ACTIONS, DashboardScreen
 from gputop.tui.screens.help import HelpScreen
 from gputop.tui.screens.node import NodeScreen
+from gputop.tui.screens.node_action import NodeActionScreen
 from gputop.tui.strips import patch_strip_divide
 from gputop.tui.widgets.cluster_map import ClusterMap
 from gputop.tui.widgets.node_table import NodeTable
@@ -89,6 +93,7 @@ class GputopApp(App[None]):
             is_demo=settings.is_demo,
         )
         self.poller.cell_metric = self.metric
+        self.actor: Actor | None = None if self.read_only else actor_for(settings.sources)
 
     # -- themes -----------------------------------------------------------------------------------------
     def get_theme_variable_defaults(self) -> dict[str, str]:
@@ -177,6 +182,11 @@ class GputopApp(App[None]):
             ("Node table", list(NodeTable.BINDINGS)),
             ("Node screen", list(NodeScreen.BINDINGS)),
         ]
+        if self.read_only:  # the acting keys are not bound, so not listed either
+            sections = [
+                (title, [b for b in bindings if not (isinstance(b, Binding) and b.action in NODE_ACTIONS)])
+                for title, bindings in sections
+            ]
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen(sections))
 
@@ -217,6 +227,56 @@ class GputopApp(App[None]):
         if isinstance(self.screen, NodeScreen):
             self.pop_screen()
         self.push_screen(NodeScreen(name))
+
+    # -- drain and resume ---------------------------------------------------------------------------------
+    def open_node_action(self, action: NodeAction, nodes: list[str]) -> None:
+        """The drain or resume dialog for ``nodes``, its reason prefilled with one node's evidence."""
+        if self.read_only:
+            return
+        if self.actor is None:
+            self.notify(
+                f"cannot {action}: this cluster has no Slurm to act on (slurm.enabled is false)",
+                severity="error",
+            )
+            return
+        view = self.view
+        if not nodes or view is None:
+            self.notify(f"nothing to {action}: select a node, or mark some with space", severity="warning")
+            return
+        reason = ""
+        if action == "drain" and len(nodes) == 1 and nodes[0] in view.rows:
+            row = view.rows[nodes[0]]
+            reason = reason_template(row.source, row.problems)
+        self.push_screen(
+            NodeActionScreen(
+                action,
+                nodes,
+                frozenset(view.rows),
+                view.snapshot.slurm,
+                self.actor,
+                cluster=self.settings.cluster_name,
+                audit_log=self.settings.config.audit_log,
+                reason=reason,
+                on_done=self._node_action_done,
+            )
+        )
+
+    def _node_action_done(self, outcome: ActionOutcome) -> None:
+        plan = outcome.plan
+        if outcome.ok:
+            dashboard = self._dashboard()
+            if dashboard is not None:
+                dashboard.clear_marks()
+            self.notify(f"{plan.action} {plan.nodeset}: done", timeout=5, markup=False)
+        else:
+            self.notify(
+                f"{plan.action} {plan.nodeset} failed: {outcome.output}",
+                severity="error",
+                timeout=15,
+                markup=False,  # scontrol's words verbatim, brackets and all
+            )
+        if outcome.audit_error:
+            self.notify(outcome.audit_error, severity="error", timeout=30, markup=False)
 
     def _dashboard(self) -> DashboardScreen | None:
         for screen in self.screen_stack:

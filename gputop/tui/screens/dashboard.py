@@ -24,12 +24,19 @@ if TYPE_CHECKING:
     from gputop.tui.app import GputopApp
 
 
+NODE_ACTIONS = frozenset({"mark", "mark_shown", "drain", "resume"})
+
+
 class DashboardScreen(Screen[None]):
     BINDINGS = [
         Binding("slash", "start_filter", "Filter"),
         Binding("escape", "clear_filter", "Clear filter", show=False),
         Binding("m", "cycle_metric", "Metric"),
         Binding("M", "cycle_metric_back", "Previous metric", show=False),
+        Binding("space", "mark", "Mark node", show=False),
+        Binding("asterisk", "mark_shown", "Mark all shown", show=False),
+        Binding("d", "drain", "Drain"),
+        Binding("R", "resume", "Resume", show=False),
     ]
 
     DEFAULT_CSS = """
@@ -87,6 +94,35 @@ class DashboardScreen(Screen[None]):
     @on(NodeOpened)
     def _open(self, event: NodeOpened) -> None:
         self.gputop.open_node(event.name)
+
+    # -- node actions -----------------------------------------------------------------------------------
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # Read-only: the acting keys are not there at all (not shown, not bound).
+        return not (action in NODE_ACTIONS and self.gputop.read_only)
+
+    def action_mark(self) -> None:
+        self.query_one(NodeTable).toggle_mark()
+
+    def action_mark_shown(self) -> None:
+        """Marks every node the filter shows (all of them without a filter); again unmarks them."""
+        table = self.query_one(NodeTable)
+        shown = frozenset(table.order)
+        table.set_marked(table.marked - shown if shown <= table.marked else table.marked | shown)
+
+    def _targets(self) -> list[str]:
+        table = self.query_one(NodeTable)
+        if table.marked:
+            return sorted(table.marked)
+        return [table.cursor_name] if table.cursor_name else []
+
+    def action_drain(self) -> None:
+        self.gputop.open_node_action("drain", self._targets())
+
+    def action_resume(self) -> None:
+        self.gputop.open_node_action("resume", self._targets())
+
+    def clear_marks(self) -> None:
+        self.query_one(NodeTable).set_marked(frozenset())
 
     # -- metric -----------------------------------------------------------------------------------------
     def action_cycle_metric(self) -> None:

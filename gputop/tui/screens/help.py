@@ -12,6 +12,8 @@ from textual.widgets import Static
 
 KEY_NAMES = {
     "slash": "/",
+    "asterisk": "*",
+    "space": "Space",
     "question_mark": "?",
     "left_square_bracket": "[",
     "right_square_bracket": "]",

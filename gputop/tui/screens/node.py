@@ -87,7 +87,18 @@ class NodeScreen(Screen[None]):
         Binding("escape", "back", "Back"),
         Binding("left_square_bracket", "step(-1)", "Previous node"),
         Binding("right_square_bracket", "step(1)", "Next node"),
+        Binding("d", "drain", "Drain"),
+        Binding("R", "resume", "Resume"),
     ]
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        return not (action in ("drain", "resume") and self.app.read_only)  # type: ignore[attr-defined]
+
+    def action_drain(self) -> None:
+        self.app.open_node_action("drain", [self.node_name])  # type: ignore[attr-defined]
+
+    def action_resume(self) -> None:
+        self.app.open_node_action("resume", [self.node_name])  # type: ignore[attr-defined]
 
     DEFAULT_CSS = """
     NodeScreen { layout: vertical; }

@@ -159,9 +159,24 @@ class NodeTable(ScrollView, can_focus=True):
         self.node_filter: NodeFilter | None = None
         self.order: list[str] = []  # node names on screen, filtered and sorted
         self.cursor_name: str | None = None
+        self.marked: frozenset[str] = frozenset()  # nodes marked for an action (drain, resume)
         self._view: ClusterView | None = None
         self._lines: dict[int, Strip] = {}
         self._palettes = PaletteCache()
+
+    # -- marks ------------------------------------------------------------------------------------------
+    def set_marked(self, names: frozenset[str]) -> None:
+        if names != self.marked:
+            self.marked = names
+            self._lines.clear()
+            self.refresh()
+
+    def toggle_mark(self) -> None:
+        """Marks or unmarks the node under the cursor, and moves on, so space marks a run of nodes."""
+        if self.cursor_name is None:
+            return
+        self.set_marked(self.marked ^ {self.cursor_name})
+        self._move_to(self._row_index.get(self.cursor_name, 0) + 1)
 
     # -- data in ----------------------------------------------------------------------------------------
     def apply_view(self, view: ClusterView) -> None:
@@ -260,6 +275,8 @@ class NodeTable(ScrollView, can_focus=True):
         segments: list[Segment] = []
         for column, col_width in self._layout(width):
             text, severity = column.cell(row, self.thresholds)
+            if column.key == "name" and name in self.marked:
+                text = "*" + text  # marked: the name column is two wider than the longest name
             text = text[:col_width]
             text = text.rjust(col_width) if column.right else text.ljust(col_width)
             style = base if severity is None else self._severity_style(palette, severity, is_cursor)
