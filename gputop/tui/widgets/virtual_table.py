@@ -1,0 +1,285 @@
+"""A virtual Line-API table: thousands of rows, only those on screen rendered, sortable by any column,
+filterable, with marks. Each update re-sorts the keys (cheap) and throws away the cached lines; the
+cursor follows its row by key across sorts and filters.
+
+Subclasses say what a row is: their columns, where the rows come from, and what opening one means.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from rich.segment import Segment
+from rich.style import Style
+from textual import events
+from textual.binding import Binding, BindingType
+from textual.geometry import Region, Size
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+
+from gputop.core.models import Severity
+from gputop.tui.palette import Palette, PaletteCache
+from gputop.tui.strips import line_strip
+
+Cell = tuple[str, Severity | None]
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    key: str
+    title: str
+    width: int  # 0: take what is left
+    right: bool
+    sort_key: Callable[[Any], Any]
+    cell: Callable[[Any, Any], Cell]  # (row, the table's cell context) -> text and severity
+
+
+def none_last(value: Any) -> tuple[bool, Any]:
+    return (value is None, value if value is not None else 0)
+
+
+def table_bindings(noun: str, open_description: str) -> list[BindingType]:
+    """The keys every table has: move, open the row, sort."""
+    return [
+        Binding("up,k", "cursor(-1)", "Up", show=False),
+        Binding("down,j", "cursor(1)", "Down", show=False),
+        Binding("pageup", "page(-1)", "Page up", show=False),
+        Binding("pagedown", "page(1)", "Page down", show=False),
+        Binding("home,g", "jump(0)", f"First {noun}", show=False),
+        Binding("end,G", "jump(-1)", f"Last {noun}", show=False),
+        Binding("enter", "open", open_description),
+        Binding("s", "sort_next", "Sort column"),
+        Binding("S", "sort_reverse", "Reverse sort"),
+    ]
+
+
+class VirtualTable(ScrollView, can_focus=True):
+    COLUMNS: ClassVar[Sequence[Column]] = ()
+    DROP_ORDER: ClassVar[Sequence[str]] = ()  # columns dropped first on a narrow terminal
+    LAST_MIN_WIDTH: ClassVar[int] = 24  # what the last column keeps before others are dropped
+    DESCENDING_FIRST: ClassVar[frozenset[str]] = frozenset()  # "worst first" when first chosen
+
+    BINDINGS: ClassVar[list[BindingType]] = []  # a subclass lists table_bindings(...)
+
+    def __init__(self, *, sort_column: str, cell_context: Any = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.cell_context = cell_context
+        self.sort_column = sort_column
+        self.sort_reverse = False
+        self.row_filter: Callable[[Any], bool] | None = None
+        self.order: list[str] = []  # row keys on screen, filtered and sorted
+        self.cursor_name: str | None = None
+        self.marked: frozenset[str] = frozenset()
+        self._rows: Mapping[str, Any] = {}
+        self._row_index: dict[str, int] = {}
+        self._key_width = self.COLUMNS[0].width
+        self._lines: dict[int, Strip] = {}
+        self._palettes = PaletteCache()
+        self._columns_by_key = {c.key: c for c in self.COLUMNS}
+
+    # -- what subclasses say ------------------------------------------------------------------------------
+    def row_selected(self, key: str) -> None:
+        """The cursor moved to ``key`` (by the user)."""
+
+    def row_opened(self, key: str) -> None:
+        """The user asked to open ``key`` (Enter, double click)."""
+
+    # -- data in ------------------------------------------------------------------------------------------
+    def set_rows(self, rows: Mapping[str, Any]) -> None:
+        self._rows = rows
+        self._reorder()
+
+    def set_row_filter(self, row_filter: Callable[[Any], bool] | None) -> None:
+        self.row_filter = row_filter
+        self._reorder()
+
+    def sort_by(self, key: str, reverse: bool | None = None) -> None:
+        if key not in self._columns_by_key:
+            return
+        if reverse is None:
+            reverse = (not self.sort_reverse) if key == self.sort_column else key in self.DESCENDING_FIRST
+        self.sort_column, self.sort_reverse = key, reverse
+        self._reorder()
+
+    def _reorder(self) -> None:
+        rows: Any = self._rows.values()
+        if self.row_filter is not None:
+            rows = [r for r in rows if self.row_filter(r)]
+        column = self._columns_by_key[self.sort_column]
+        ordered = sorted(rows, key=column.sort_key, reverse=self.sort_reverse)
+        first = self.COLUMNS[0]
+        self.order = [first.cell(r, self.cell_context)[0] for r in ordered]
+        self._row_index = {key: i for i, key in enumerate(self.order)}
+        self._key_width = max([len(k) for k in self.order] + [first.width - 2]) + 2
+        if self.cursor_name not in self._row_index:
+            self.cursor_name = self.order[0] if self.order else None
+        self.virtual_size = Size(0, len(self.order) + 1)  # width 0: never a horizontal scrollbar
+        self._lines.clear()
+        self.refresh()
+
+    @property
+    def cursor_index(self) -> int:
+        return self._row_index.get(self.cursor_name or "", 0)
+
+    @property
+    def visible_names(self) -> frozenset[str]:
+        return frozenset(self.order)
+
+    # -- marks --------------------------------------------------------------------------------------------
+    def set_marked(self, keys: frozenset[str]) -> None:
+        if keys != self.marked:
+            self.marked = keys
+            self._lines.clear()
+            self.refresh()
+
+    def toggle_mark(self) -> None:
+        """Marks or unmarks the row under the cursor, and moves on, so space marks a run of rows."""
+        if self.cursor_name is None:
+            return
+        self.set_marked(self.marked ^ {self.cursor_name})
+        self._move_to(self._row_index.get(self.cursor_name, 0) + 1)
+
+    # -- rendering ----------------------------------------------------------------------------------------
+    def _layout(self, total: int) -> list[tuple[Column, int]]:
+        """The columns that fit in `total` characters, with their widths; the last takes what is left."""
+        columns = list(self.COLUMNS)
+        first = columns[0].key
+
+        def width_of(c: Column) -> int:
+            return self._key_width if c.key == first else c.width
+
+        def fixed_width() -> int:  # every column but the last, and one space after each column
+            return sum(width_of(c) for c in columns[:-1]) + len(columns)
+
+        for key in self.DROP_ORDER:
+            if total - fixed_width() >= self.LAST_MIN_WIDTH:
+                break
+            columns = [c for c in columns if c.key != key]
+        widths = [width_of(c) for c in columns]
+        widths[-1] = max(10, total - fixed_width())
+        return list(zip(columns, widths, strict=True))
+
+    def render_line(self, y: int) -> Strip:
+        key = -1 if y == 0 else self.scroll_offset.y + y - 1
+        strip = self._lines.get(key)
+        if strip is None:
+            strip = self._build_header() if y == 0 else self._build_row(key)
+            self._lines[key] = strip
+        return strip
+
+    def _build_header(self) -> Strip:
+        palette = self._palettes.get(self.app)
+        width = self.size.width
+        segments: list[Segment] = []
+        for column, col_width in self._layout(width):
+            title = column.title
+            if column.key == self.sort_column:
+                title += "\u25bc" if self.sort_reverse else "\u25b2"
+            text = title.rjust(col_width) if column.right else title.ljust(col_width)
+            segments.append(Segment(text[:col_width] + " ", palette.header))
+        return line_strip(segments, width, palette.header)
+
+    def _build_row(self, index: int) -> Strip:
+        palette = self._palettes.get(self.app)
+        width = self.size.width
+        if index >= len(self.order):
+            return line_strip([], width, palette.empty)
+        key = self.order[index]
+        row = self._rows.get(key)
+        if row is None:
+            return line_strip([], width, palette.empty)
+        is_cursor = key == self.cursor_name
+        base = palette.cursor if is_cursor else palette.text
+        first = self.COLUMNS[0].key
+        segments: list[Segment] = []
+        for column, col_width in self._layout(width):
+            text, severity = column.cell(row, self.cell_context)
+            if column.key == first and key in self.marked:
+                text = "*" + text  # marked: the key column is two wider than the longest key
+            text = text[:col_width]
+            text = text.rjust(col_width) if column.right else text.ljust(col_width)
+            style = base if severity is None else self._severity_style(palette, severity, is_cursor)
+            segments.append(Segment(text, style))
+            segments.append(Segment(" ", base))
+        return line_strip(segments, width, base)
+
+    @staticmethod
+    def _severity_style(palette: Palette, severity: Severity, is_cursor: bool) -> Style:
+        if is_cursor:
+            return palette.cursor + Style(bold=True, underline=True)
+        return palette.severity[severity]
+
+    # -- input --------------------------------------------------------------------------------------------
+    def _move_to(self, index: int) -> None:
+        if not self.order:
+            return
+        index = max(0, min(len(self.order) - 1, index))
+        self._set_cursor(self.order[index])
+        self.row_selected(self.order[index])
+
+    def _set_cursor(self, key: str) -> None:
+        """Move the cursor, repainting just the two rows it leaves and enters."""
+        old_index = self._row_index.get(self.cursor_name or "")
+        self.cursor_name = key
+        new_index = self._row_index[key]
+        for index in (old_index, new_index):
+            if index is not None:
+                self._lines.pop(index, None)
+                y = index - self.scroll_offset.y + 1
+                if 1 <= y < self.size.height:
+                    self.refresh(Region(0, y, self.size.width, 1))
+        self._scroll_cursor_into_view(new_index)
+
+    def _scroll_cursor_into_view(self, index: int) -> None:
+        body_height = max(1, self.size.height - 1)
+        top = self.scroll_offset.y
+        if index < top:
+            self.scroll_to(y=index, animate=False)
+        elif index >= top + body_height:
+            self.scroll_to(y=index - body_height + 1, animate=False)
+
+    def action_cursor(self, step: int) -> None:
+        self._move_to(self.cursor_index + step)
+
+    def action_page(self, direction: int) -> None:
+        self._move_to(self.cursor_index + direction * max(1, self.size.height - 2))
+
+    def action_jump(self, where: int) -> None:
+        self._move_to(0 if where == 0 else len(self.order) - 1)
+
+    def action_open(self) -> None:
+        if self.cursor_name:
+            self.row_opened(self.cursor_name)
+
+    def action_sort_next(self) -> None:
+        keys = [c.key for c in self.COLUMNS]
+        self.sort_by(keys[(keys.index(self.sort_column) + 1) % len(keys)])
+
+    def action_sort_reverse(self) -> None:
+        self.sort_by(self.sort_column, not self.sort_reverse)
+
+    def select(self, key: str) -> None:
+        """Move the cursor to a row chosen elsewhere, without announcing it back."""
+        if key in self._row_index and key != self.cursor_name:
+            self._set_cursor(key)
+
+    def on_click(self, event: events.Click) -> None:
+        if event.y == 0:
+            x = 0
+            for column, col_width in self._layout(self.size.width):
+                if x <= event.x < x + col_width + 1:
+                    self.sort_by(column.key)
+                    return
+                x += col_width + 1
+            return
+        index = self.scroll_offset.y + event.y - 1
+        if 0 <= index < len(self.order):
+            self._move_to(index)
+            if event.chain >= 2:
+                self.action_open()
+
+    def on_resize(self, _event: events.Resize) -> None:
+        self.virtual_size = Size(0, len(self.order) + 1)
+        self._lines.clear()
