@@ -24,6 +24,7 @@ os.listdir = refuse
 socket.socket = refuse
 import gputop.core.models, gputop.core.config, gputop.core.health, gputop.core.summary
 import gputop.core.filter, gputop.core.metrics, gputop.core.nodeset, gputop.core.heatmap
+import gputop.core.idle, gputop.core.jobs, gputop.core.job_filter
 import gputop.core
 print("\\n".join(sorted(sys.modules)))
 """

@@ -8,7 +8,8 @@ import pytest
 
 from gputop.core.config import Thresholds
 from gputop.core.filter import FilterError, parse_filter
-from gputop.core.health import assess_node, format_age
+from gputop.core.health import assess_node, format_age, format_idle
+from gputop.core.idle import IdleGpu, IdleState
 from gputop.core.metrics import HeatScale, Metric, heat_scales
 from gputop.core.models import (
     ClusterSnapshot,
@@ -18,6 +19,7 @@ from gputop.core.models import (
     Reachability,
     Severity,
     SlurmBaseState,
+    SlurmJob,
     SlurmNode,
     SlurmState,
     XidEvent,
@@ -247,3 +249,88 @@ def test_a_node_that_answers_but_reports_a_broken_driver_is_critical() -> None:
 def test_a_node_that_never_answered_is_down_not_eight_gpus_missing() -> None:
     never = node("n1", reachability=Reachability.DOWN, sampled_at_s=None, gpus=(), error="connection refused")
     assert kinds(never) == [(Severity.CRIT, "down")]
+
+
+# --- allocated-but-idle GPUs ------------------------------------------------------------------------------
+
+
+def idle_gpu(index: int, idle_s: float = 12 * 60, job_id: str = "4812035", user: str = "ana") -> IdleGpu:
+    return IdleGpu("gpu001", index, job_id, user, NOW - idle_s, idle_s)
+
+
+def test_idle_gpus_are_a_warning_that_names_gpu_duration_job_and_user() -> None:
+    problems = assess_node(node("gpu001"), None, T, NOW, idle_gpus=(idle_gpu(3),))
+    assert [(p.severity, p.kind, p.gpu_index, p.message) for p in problems] == [
+        (Severity.WARN, "idle", 3, "GPU3 idle 12 min in job 4812035 (ana)")
+    ]
+    # one problem per job: its GPUs folded, the shortest idle time, hours past two hours
+    many = (
+        *(idle_gpu(i, idle_s=3 * 3600 + i) for i in (0, 1, 2, 3, 5)),
+        idle_gpu(6, idle_s=700, job_id="4812040", user="bob"),
+    )
+    messages = [p.message for p in assess_node(node("gpu001"), None, T, NOW, idle_gpus=many)]
+    assert messages == ["GPU0-3,5 idle 3.0 h in job 4812035 (ana)", "GPU6 idle 11 min in job 4812040 (bob)"]
+    assert assess_node(node("gpu001"), None, T, NOW) == ()  # nothing without the argument
+    assert format_idle(119 * 60 + 59) == "119 min" and format_idle(150 * 60) == "2.5 h"
+
+
+def test_rows_carry_idle_problems_and_are_rebuilt_only_when_they_read_differently() -> None:
+    nodes = (node("gpu001"), node("gpu002"))
+    snapshot = ClusterSnapshot.build("c", NOW, nodes)
+
+    def state(*gpus: IdleGpu) -> IdleState:
+        return IdleState(NOW, flagged_by_node={"gpu001": gpus} if gpus else {})
+
+    plain = build_view(snapshot, T)
+    assert plain.rows["gpu001"].idle_gpu_count == 0 and plain.idle is None
+    view = build_view(snapshot, T, plain, idle=state(idle_gpu(3)))
+    row = view.rows["gpu001"]
+    assert row is not plain.rows["gpu001"] and view.rows["gpu002"] is plain.rows["gpu002"]
+    assert row.idle_gpu_count == 1 and row.severity is Severity.WARN
+    assert row.worst_problem == "GPU3 idle 12 min in job 4812035 (ana)"
+    # ten more seconds idle: the text is the same, so is the row
+    same = build_view(snapshot, T, view, idle=state(idle_gpu(3, idle_s=12 * 60 + 10)))
+    assert same.rows["gpu001"] is row
+    # a minute more: the text moves, the row is new
+    later = build_view(snapshot, T, same, idle=state(idle_gpu(3, idle_s=13 * 60)))
+    assert later.rows["gpu001"] is not row and later.rows["gpu001"].worst_problem.startswith(
+        "GPU3 idle 13 min"
+    )
+    # another GPU flagged: new row; flags gone (or no tracker at all): new row without them
+    more = build_view(snapshot, T, later, idle=state(idle_gpu(3, 13 * 60), idle_gpu(4, 13 * 60)))
+    assert more.rows["gpu001"].idle_gpu_count == 2
+    gone = build_view(snapshot, T, more, idle=state())
+    assert gone.rows["gpu001"].problems == () and gone.rows["gpu001"].idle_gpu_count == 0
+    untracked = build_view(snapshot, T, more)
+    assert untracked.rows["gpu001"].problems == ()
+    assert build_view(snapshot, T, untracked).rows["gpu001"] is untracked.rows["gpu001"]
+    assert gone.summary.alerts_warn == 0 and more.summary.alerts_warn == 1
+
+
+def test_build_view_derives_job_rows() -> None:
+    job = SlurmJob("7", "train", "ana", "gpu", "RUNNING", {"gpu001": (0, 1)}, start_time_s=NOW - 60)
+    slurm = SlurmState(nodes={}, jobs=(job,), sampled_at_s=NOW)
+    view = build_view(ClusterSnapshot.build("c", NOW, (node("gpu001"),), slurm), T)
+    assert set(view.jobs) == {"7"} and view.jobs["7"].util_mean_pct == 50.0
+    again = build_view(view.snapshot, T, view)
+    assert again.jobs["7"] is view.jobs["7"]
+    assert build_view(ClusterSnapshot.build("c", NOW, (node("gpu001"),)), T).jobs == {}
+
+
+def test_node_filter_idle_term() -> None:
+    nodes = (node("gpu001"), node("gpu002"), node("gpu003"))
+    slurm = SlurmState(nodes={"gpu003": SlurmNode("gpu003", SlurmBaseState.IDLE)}, jobs=(), sampled_at_s=NOW)
+    flagged = {"gpu001": (idle_gpu(0), idle_gpu(1)), "gpu002": (idle_gpu(5),)}
+    view = build_view(
+        ClusterSnapshot.build("c", NOW, nodes, slurm), T, idle=IdleState(NOW, flagged_by_node=flagged)
+    )
+
+    def names(text: str) -> set[str]:
+        node_filter = parse_filter(text)
+        return {r.name for r in view.rows.values() if node_filter(r)}
+
+    assert names("idle") == {"gpu001", "gpu002"}  # GPUs held idle, not Slurm's idle state
+    assert names("IDLE") == {"gpu001", "gpu002"}
+    assert names("!idle") == {"gpu003"}
+    assert names("idle>=2") == {"gpu001"}
+    assert names("slurm=idle") == {"gpu003"}

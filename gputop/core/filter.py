@@ -4,6 +4,7 @@ Terms are separated by spaces and must all match:
   temp>85  util<5  mem>=90  power>600  gpus<8   numeric comparisons (>, >=, <, <=, =, !=)
   state=down  slurm=drain  sev=crit               text fields (prefix match, case-insensitive)
   gpu[001-016]                                    a node set
+  idle  idle>=4                                   GPUs held idle by a running job (Slurm's idle: slurm=idle)
   xid  drain  gpu04                               plain text: part of the name, states or problems
   !term                                           negation
 """
@@ -14,14 +15,17 @@ import operator
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from gputop.core.nodeset import expand_nodeset
-from gputop.core.summary import NodeRow
 
-Predicate = Callable[[NodeRow], bool]
+if TYPE_CHECKING:  # summary imports the job rows, whose filter uses this module: types only here
+    from gputop.core.summary import NodeRow
 
-_COMPARISON = re.compile(r"^(?P<field>[a-z_]+)\s*(?P<op>>=|<=|!=|=|>|<)\s*(?P<value>.+)$")
-_OPERATORS: dict[str, Callable[[float, float], bool]] = {
+Predicate = Callable[["NodeRow"], bool]
+
+COMPARISON = re.compile(r"^(?P<field>[a-z_]+)\s*(?P<op>>=|<=|!=|=|>|<)\s*(?P<value>.+)$")
+OPERATORS: dict[str, Callable[[float, float], bool]] = {
     ">": operator.gt,
     ">=": operator.ge,
     "<": operator.lt,
@@ -43,6 +47,7 @@ NUMERIC_FIELDS: dict[str, Callable[[NodeRow], float | None]] = {
     "power": lambda r: r.power_w,
     "gpus": lambda r: float(r.gpu_count),
     "problems": lambda r: float(len(r.problems)),
+    "idle": lambda r: float(r.idle_gpu_count),
 }
 TEXT_FIELDS: dict[str, Callable[[NodeRow], str]] = {
     "name": lambda r: r.name,
@@ -75,7 +80,9 @@ def _term(term: str) -> Predicate:
     if term.startswith("!") and len(term) > 1:
         inner = _term(term[1:])
         return lambda row: not inner(row)
-    match = _COMPARISON.match(term.lower())
+    if term.lower() == "idle":
+        return lambda row: row.idle_gpu_count > 0
+    match = COMPARISON.match(term.lower())
     if match:
         return _comparison(term, match["field"], match["op"], match["value"])
     if "[" in term:
@@ -95,7 +102,7 @@ def _comparison(term: str, field: str, op: str, value: str) -> Predicate:
         except ValueError:
             raise FilterError(f"'{term}': {field} compares with a number, not '{value}'") from None
         getter = NUMERIC_FIELDS[field]
-        compare = _OPERATORS[op]
+        compare = OPERATORS[op]
 
         def numeric(row: NodeRow) -> bool:
             actual = getter(row)

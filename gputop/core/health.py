@@ -6,9 +6,11 @@ passes the time.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gputop.core.config import Thresholds
+from gputop.core.idle import IdleGpu
 from gputop.core.models import NodeSample, Reachability, Severity, SlurmNode
 
 # Xid codes that point at the hardware or the driver rather than at the user's program.
@@ -65,8 +67,14 @@ def assess_node(
     slurm: SlurmNode | None,
     thresholds: Thresholds,
     now_s: float,
+    *,
+    idle_gpus: Sequence[IdleGpu] = (),
 ) -> tuple[Problem, ...]:
-    """Every problem on one node, worst first."""
+    """Every problem on one node, worst first.
+
+    ``idle_gpus``: the node's GPUs that a running job holds idle for longer than the configured minutes
+    (`gputop.core.idle.IdleState.flagged_by_node`); each job holding some gets one WARN of kind "idle".
+    """
     found: list[Problem] = []
     name = node.name
 
@@ -129,8 +137,53 @@ def assess_node(
             reason = f": {slurm.reason}" if slurm.reason else ""
             add(Severity.CRIT, None, "slurm", f"Slurm: down{reason}")
 
+    found.extend(idle_problems(name, idle_gpus))
+
     found.sort(key=lambda p: p.sort_key)
     return tuple(found)
+
+
+def idle_problems(node: str, idle_gpus: Sequence[IdleGpu]) -> tuple[Problem, ...]:
+    """One WARN per job holding idle GPUs on ``node``, saying which GPUs, for how long, whose job:
+    "GPU3 idle 12 min in job 4812035 (ana)", "GPU0-7 idle 3.0 h in job 4812035 (dmitri)".
+
+    The duration is the shortest of the group (each has been idle at least that long), in whole minutes
+    or tenths of an hour, so the text (and the node's row) changes at most once a minute."""
+    if not idle_gpus:
+        return ()
+    by_job: dict[str, list[IdleGpu]] = {}
+    for gpu in idle_gpus:
+        by_job.setdefault(gpu.job_id, []).append(gpu)
+    problems = []
+    for job_id, gpus in by_job.items():
+        indices = sorted({gpu.index for gpu in gpus})
+        shortest = min(gpu.idle_s for gpu in gpus)
+        message = f"GPU{_index_ranges(indices)} idle {format_idle(shortest)} in job {job_id} ({gpus[0].user})"
+        gpu_index = indices[0] if len(indices) == 1 else None
+        problems.append(Problem(Severity.WARN, node, gpu_index, "idle", message))
+    return tuple(problems)
+
+
+def format_idle(seconds: float) -> str:
+    """How long a GPU has been idle, as a problem message says it: "12 min", "3.4 h"."""
+    minutes = int(max(0.0, seconds) // 60)
+    if minutes < 120:
+        return f"{minutes} min"
+    return f"{minutes / 60:.1f} h"
+
+
+def _index_ranges(indices: Sequence[int]) -> str:
+    """[0, 1, 2, 3, 5] -> "0-3,5"."""
+    parts: list[str] = []
+    start = prev = indices[0]
+    for index in indices[1:]:
+        if index == prev + 1:
+            prev = index
+            continue
+        parts.append(f"{start}-{prev}" if prev > start else str(start))
+        start = prev = index
+    parts.append(f"{start}-{prev}" if prev > start else str(start))
+    return ",".join(parts)
 
 
 def format_age(seconds: float) -> str:

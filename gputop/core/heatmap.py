@@ -9,18 +9,25 @@ from gputop.core.health import Problem
 from gputop.core.metrics import HeatScale, Metric
 from gputop.core.models import NodeSample, Reachability, Severity
 
-# 0..9 are heat steps; CRIT_FLAG + step marks a GPU with a critical problem; then the states.
+# 0..9 are heat steps; CRIT_FLAG + step marks a GPU with a critical problem, IDLE_FLAG + step one that a
+# job holds idle; 10..15 are the states.
 CRIT_FLAG = 16
+IDLE_FLAG = 32
 DOWN, MISSING, STALE, MIG_NA, NA, EMPTY = 10, 11, 12, 13, 14, 15
 
 CellCodes = tuple[int, ...]
 
 
 def cell_codes(
-    node: NodeSample, problems: tuple[Problem, ...], metric: Metric, scale: HeatScale
+    node: NodeSample,
+    problems: tuple[Problem, ...],
+    metric: Metric,
+    scale: HeatScale,
+    idle_indices: frozenset[int] = frozenset(),
 ) -> CellCodes:
     """One code per GPU slot, index = GPU index; slots up to the expected count that no GPU fills are
-    MISSING."""
+    MISSING. ``idle_indices``: GPUs held idle by a job (`NodeRow.idle_gpu_indices`); a critical problem
+    outranks the idle mark."""
     width = max(node.expected_gpu_count or 0, max((g.index for g in node.gpus), default=-1) + 1)
     expected = node.expected_gpu_count if node.expected_gpu_count is not None else width
     if node.reachability is Reachability.DOWN:
@@ -43,5 +50,6 @@ def cell_codes(
         if value is None:
             codes[gpu.index] = MIG_NA if gpu.mig_enabled else NA
         else:
-            codes[gpu.index] = step(value) + (CRIT_FLAG if gpu.index in crit_gpus else 0)
+            flag = CRIT_FLAG if gpu.index in crit_gpus else IDLE_FLAG if gpu.index in idle_indices else 0
+            codes[gpu.index] = step(value) + flag
     return tuple(codes)

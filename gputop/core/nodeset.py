@@ -32,9 +32,10 @@ def _clustershell() -> Any:
     # Imported on first use: ClusterShell reads /etc/clustershell/defaults.conf when it is imported, and
     # importing the core must do no I/O (and start-up stays faster without it).
     from ClusterShell.NodeSet import RESOLVER_NOGROUP, NodeSet, NodeSetException
-    from ClusterShell.RangeSet import RangeSetException
+    from ClusterShell.RangeSet import RangeSet, RangeSetException
 
     return SimpleNamespace(
+        RangeSet=RangeSet,
         NodeSet=NodeSet,
         RESOLVER_NOGROUP=RESOLVER_NOGROUP,
         NodeSetException=NodeSetException,
@@ -91,6 +92,11 @@ def fold_nodes(names: Iterable[str]) -> str:
             raise ValueError(f"{name!r} is not a valid host name")
         nodes.update(name)
     return str(nodes)
+
+
+def fold_indices(indices: Iterable[int]) -> str:
+    """GPU indices as Slurm writes them: [0, 1, 2, 3, 6] -> "0-3,6"."""
+    return str(_clustershell().RangeSet.fromlist([str(i) for i in indices]))
 
 
 @functools.lru_cache(maxsize=1 << 16)  # node names repeat every tick; the split is the costly part

@@ -1,7 +1,8 @@
 """Per-node rows and the cluster header, derived once per tick from a snapshot.
 
-A row is recomputed only when its node's sample, its Slurm entry or its reachability changed: the previous
-view is passed in and unchanged rows are reused as they are (the tables then skip them too).
+A row is recomputed only when its node's sample, its Slurm entry, its reachability or what its idle GPUs
+say changed: the previous view is passed in and unchanged rows are reused as they are (the tables then skip
+them too).
 """
 
 from __future__ import annotations
@@ -10,8 +11,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from gputop.core.config import Thresholds
-from gputop.core.health import Problem, assess_node
+from gputop.core.health import Problem, assess_node, idle_problems
 from gputop.core.heatmap import CellCodes
+from gputop.core.idle import IdleGpu, IdleState
+from gputop.core.jobs import JobRow, job_rows
 from gputop.core.metrics import Metric
 from gputop.core.models import ClusterSnapshot, NodeSample, Reachability, Severity, SlurmNode, percent
 
@@ -35,6 +38,14 @@ class NodeRow:
     # identity of the inputs, to know when the row can be reused
     source: NodeSample = field(compare=False, repr=False)
     slurm: SlurmNode | None = field(compare=False, repr=False)
+    # GPUs a running job holds idle past the configured minutes (the map marks them, `idle` filters them)
+    idle_gpu_indices: frozenset[int] = frozenset()
+    # this node's "idle" problems, also in `problems`: the row is rebuilt when they read differently
+    idle_problems: tuple[Problem, ...] = field(default=(), compare=False, repr=False)
+
+    @property
+    def idle_gpu_count(self) -> int:
+        return len(self.idle_gpu_indices)
 
     @property
     def mem_pct(self) -> float | None:
@@ -74,13 +85,25 @@ class ClusterView:
     # the cluster map's cell codes for one metric, by node (empty: the map computes its own)
     cells: Mapping[str, CellCodes] = field(default_factory=dict)
     cells_metric: Metric | None = None
+    # allocated-but-idle GPUs as of this snapshot, where the caller tracks them (gputop.core.idle)
+    idle: IdleState | None = None
+    # the Slurm queue's rows by job id (gputop.core.jobs.job_rows); empty without Slurm
+    jobs: Mapping[str, JobRow] = field(default_factory=dict)
 
 
 def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def node_row(node: NodeSample, slurm: SlurmNode | None, thresholds: Thresholds, now_s: float) -> NodeRow:
+def node_row(
+    node: NodeSample,
+    slurm: SlurmNode | None,
+    thresholds: Thresholds,
+    now_s: float,
+    *,
+    idle_gpus: tuple[IdleGpu, ...] = (),
+) -> NodeRow:
+    problems = assess_node(node, slurm, thresholds, now_s, idle_gpus=idle_gpus)
     utils: list[float] = []
     temps: list[float] = []
     mem_used = mem_total = power = power_limit = 0.0
@@ -112,17 +135,26 @@ def node_row(node: NodeSample, slurm: SlurmNode | None, thresholds: Thresholds, 
         power_w=power if has_power else None,
         power_limit_w=power_limit if has_power else None,
         slurm_state=slurm.label if slurm is not None else None,
-        problems=assess_node(node, slurm, thresholds, now_s),
+        problems=problems,
         source=node,
         slurm=slurm,
+        idle_gpu_indices=frozenset(gpu.index for gpu in idle_gpus),
+        idle_problems=tuple(p for p in problems if p.kind == "idle") if idle_gpus else (),
     )
 
 
 def build_view(
-    snapshot: ClusterSnapshot, thresholds: Thresholds, previous: ClusterView | None = None
+    snapshot: ClusterSnapshot,
+    thresholds: Thresholds,
+    previous: ClusterView | None = None,
+    *,
+    idle: IdleState | None = None,
 ) -> ClusterView:
-    rows = derive_rows(snapshot, snapshot.nodes, thresholds, previous)
-    return ClusterView(snapshot=snapshot, rows=rows, summary=summarize(rows.values()))
+    """``idle``: the `IdleTracker`'s state for this snapshot; its flagged GPUs become "idle" problems and
+    the job rows' idle figures."""
+    rows = derive_rows(snapshot, snapshot.nodes, thresholds, previous, idle=idle)
+    jobs = job_rows(snapshot, idle, previous.jobs if previous is not None else None)
+    return ClusterView(snapshot=snapshot, rows=rows, summary=summarize(rows.values()), idle=idle, jobs=jobs)
 
 
 def derive_rows(
@@ -130,26 +162,34 @@ def derive_rows(
     nodes: Iterable[NodeSample],
     thresholds: Thresholds,
     previous: ClusterView | None = None,
+    *,
+    idle: IdleState | None = None,
 ) -> dict[str, NodeRow]:
     """Rows for some of the snapshot's nodes, reusing the previous view's row where nothing changed.
-    Callers that must stay responsive derive a large cluster a slice at a time."""
+    Callers that must stay responsive derive a large cluster a slice at a time. ``idle`` as in build_view.
+    """
     slurm_nodes: Mapping[str, SlurmNode] = snapshot.slurm.nodes if snapshot.slurm else {}
     old_rows: Mapping[str, NodeRow] = previous.rows if previous else {}
+    idle_by_node: Mapping[str, tuple[IdleGpu, ...]] = idle.flagged_by_node if idle is not None else {}
     rows: dict[str, NodeRow] = {}
     now_s = snapshot.taken_at_s
     for node in nodes:
-        slurm = slurm_nodes.get(node.name)
-        old = old_rows.get(node.name)
-        # A stale or down node's problem text carries its age, so it is redone every tick.
+        name = node.name
+        slurm = slurm_nodes.get(name)
+        old = old_rows.get(name)
+        idle_gpus = idle_by_node.get(name, ())
+        # A stale or down node's problem text carries its age, so it is redone every tick; an idle GPU's
+        # text carries its idle minutes and is compared (only nodes with idle GPUs pay for it).
         if (
             old is not None
             and old.source is node
             and old.slurm is slurm
             and node.reachability is Reachability.OK
+            and (old.idle_problems == idle_problems(name, idle_gpus) if idle_gpus else not old.idle_problems)
         ):
-            rows[node.name] = old
+            rows[name] = old
         else:
-            rows[node.name] = node_row(node, slurm, thresholds, now_s)
+            rows[name] = node_row(node, slurm, thresholds, now_s, idle_gpus=idle_gpus)
     return rows
 
 
