@@ -22,6 +22,7 @@ gputop: no config found. Try the built-in demo cluster:  gputop --demo
 To watch your cluster, write {path} (see config.example.yaml) or pass --config FILE."""
 
 DEMO_CLUSTER_NAME = "demo"
+DEMO_HISTORY_MAX_S = 15 * 60.0  # replaying more would delay a large demo's first frame for little
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -171,12 +172,16 @@ def build_demo_app(
     """The app on the simulator. Tests and screenshot scripts pass a frozen clock."""
     from gputop.clock import SystemClock
     from gputop.sources.demo import SimulatorSource
-    from gputop.sources.simulator import SimulatedCluster
+    from gputop.sources.simulator import SILENT_BEFORE_START_S, SimulatedCluster
     from gputop.tui import app as tui_app
 
     real_clock: Clock = clock if clock is not None else SystemClock()
     demo = config.demo
-    start_time_s = real_clock.now()
+    # The simulated cluster starts a little before now and its past is replayed to the poller, so GPUs
+    # held idle show as idle on the first frame rather than after the configured minutes.
+    history_s = min(DEMO_HISTORY_MAX_S, config.thresholds.idle_minutes * 60.0 + 60.0)
+    now_s = real_clock.now()
+    start_time_s = now_s - history_s
     cluster = functools.partial(
         SimulatedCluster,
         nodes=demo.nodes,
@@ -184,11 +189,12 @@ def build_demo_app(
         gpu_model=demo.gpu_model,
         seed=demo.seed,
         start_time_s=start_time_s,
+        silent_at_s=now_s - SILENT_BEFORE_START_S,
     )
     settings = tui_app.AppSettings(
         config=config,
         cluster_name=DEMO_CLUSTER_NAME,
-        sources=[SimulatorSource(cluster)],
+        sources=[SimulatorSource(cluster, history_s=history_s)],
         clock=real_clock,
         is_demo=True,
         theme=theme,

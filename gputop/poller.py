@@ -18,6 +18,8 @@ from gputop.clock import Clock
 from gputop.core.config import PollConfig, Thresholds
 from gputop.core.health import format_age
 from gputop.core.heatmap import CellCodes, cell_codes
+from gputop.core.idle import IdleTracker
+from gputop.core.jobs import job_rows
 from gputop.core.metrics import Metric, heat_scales
 from gputop.core.models import (
     ClusterSnapshot,
@@ -63,6 +65,11 @@ class Poller:
         self.cell_metric = Metric.UTIL
         self.scales = heat_scales(thresholds.temp_warn_c, thresholds.mem_warn_pct, thresholds.power_warn_pct)
         self.last_tick_cpu_s: float = 0.0
+        # A tick that comes late (a slow source, a suspended laptop) counts as at most two intervals of
+        # idleness, so a pause is never mistaken for a GPU sitting idle.
+        self.idle_tracker = IdleTracker(
+            thresholds.idle_util_pct, thresholds.idle_minutes, max_step_s=max(60.0, 2 * poll.interval_s)
+        )
         self._last_results: dict[str, SourceResult] = {}
         self._source_errors: dict[str, str] = {}
         self._tick = 0
@@ -89,6 +96,7 @@ class Poller:
             except Exception as err:  # one source that cannot start must not keep the others dark
                 log.exception("source %s failed to start", source.name)
                 self._source_errors[source.name] = f"{source.name}: could not start: {err}"
+        self._replay_history()
         try:
             while not self._stopping:
                 started = time.monotonic()
@@ -102,6 +110,18 @@ class Poller:
             for source in self.sources:
                 with contextlib.suppress(Exception):
                     await source.close()
+
+    def _replay_history(self) -> None:
+        """Feeds the sources' recent past (the demo's) to the idle tracker, oldest first."""
+        for source in self.sources:
+            take_history = getattr(source, "take_history", None)
+            if take_history is None:
+                continue
+            for taken_at_s, result in take_history():
+                snapshot = ClusterSnapshot.build(
+                    cluster=self.cluster, taken_at_s=taken_at_s, nodes=result.nodes, slurm=result.slurm
+                )
+                self.idle_tracker.update(snapshot)
 
     async def tick(self) -> ClusterView:
         now_s = self.clock.now()
@@ -124,6 +144,7 @@ class Poller:
             tick=self._tick,
         )
         previous = self.view
+        idle = self.idle_tracker.update(snapshot)
         rows: dict[str, NodeRow] = {}
         cells: dict[str, CellCodes] = {}
         metric = self.cell_metric
@@ -132,17 +153,24 @@ class Poller:
         # Derived a slice at a time, yielding between slices: a 1,000-node cluster never holds a key press.
         for start in range(0, len(snapshot.nodes), DERIVE_CHUNK_NODES):
             chunk = snapshot.nodes[start : start + DERIVE_CHUNK_NODES]
-            chunk_rows = derive_rows(snapshot, chunk, self.thresholds, previous)
+            chunk_rows = derive_rows(snapshot, chunk, self.thresholds, previous, idle=idle)
             for node in chunk:
                 row = chunk_rows[node.name]
                 if reuse_cells and previous is not None and previous.rows.get(node.name) is row:
                     cells[node.name] = previous.cells[node.name]
                 else:
-                    cells[node.name] = cell_codes(node, row.problems, metric, scale)
+                    cells[node.name] = cell_codes(node, row.problems, metric, scale, row.idle_gpu_indices)
             rows.update(chunk_rows)
             await asyncio.sleep(0)
+        jobs = job_rows(snapshot, idle, previous.jobs if previous is not None else None)
         view = ClusterView(
-            snapshot=snapshot, rows=rows, summary=summarize(rows.values()), cells=cells, cells_metric=metric
+            snapshot=snapshot,
+            rows=rows,
+            summary=summarize(rows.values()),
+            cells=cells,
+            cells_metric=metric,
+            idle=idle,
+            jobs=jobs,
         )
         delta = diff_snapshots(previous.snapshot if previous else None, snapshot)
         self.view = view

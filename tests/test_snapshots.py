@@ -68,3 +68,12 @@ def test_help_screen(snap_compare: Compare) -> None:
 
 def test_dashboard_light_theme_at_80_columns(snap_compare: Compare) -> None:
     assert snap_compare(demo_app(theme="gputop-light"), terminal_size=(80, 24), run_before=_ready)
+
+
+def test_queue_most_idle_first(snap_compare: Compare) -> None:
+    async def run(pilot: Pilot[None]) -> None:
+        await _ready(pilot)
+        await pilot.press("J", "w")
+        await pilot.pause()
+
+    assert snap_compare(demo_app(), terminal_size=SIZE, run_before=run)

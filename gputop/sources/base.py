@@ -18,3 +18,12 @@ class Source(Protocol):
     async def collect(self, now_s: float) -> SourceResult: ...
 
     async def close(self) -> None: ...
+
+
+class SourceWithHistory(Source, Protocol):
+    """A source that also knows the recent past (the simulator does): the poller replays it into the
+    trackers that need time (allocated-but-idle GPUs) before its first tick."""
+
+    def take_history(self) -> list[tuple[float, SourceResult]]:
+        """(time in seconds, result) oldest first, each handed out once."""
+        ...

@@ -8,15 +8,30 @@ from collections.abc import Callable
 from gputop.core.models import SourceResult
 from gputop.sources.simulator import SimulatedCluster
 
+HISTORY_STEP_S = 30.0  # a poll every 30 s is plenty to tell a GPU idle for minutes
+
 
 class SimulatorSource:
     name = "simulator"
 
-    def __init__(self, cluster: SimulatedCluster | Callable[[], SimulatedCluster]) -> None:
+    def __init__(
+        self,
+        cluster: SimulatedCluster | Callable[[], SimulatedCluster],
+        *,
+        history_s: float = 0.0,
+        history_step_s: float = HISTORY_STEP_S,
+    ) -> None:
         """Takes a cluster, or a function that builds one: a large cluster then builds in `start`, off
-        the event loop, so the first frame is painted without waiting for it."""
+        the event loop, so the first frame is painted without waiting for it.
+
+        ``history_s``: `start` runs the cluster that far past its start time, keeping a result every
+        ``history_step_s``, for `take_history`. The demo starts its cluster that long before now, so the
+        trackers that need minutes of data (idle GPUs) have them at the first frame."""
         self._build = None if isinstance(cluster, SimulatedCluster) else cluster
         self._cluster = cluster if isinstance(cluster, SimulatedCluster) else None
+        self._history_s = max(0.0, history_s)
+        self._history_step_s = history_step_s
+        self._history: list[tuple[float, SourceResult]] = []
 
     @property
     def cluster(self) -> SimulatedCluster:
@@ -27,6 +42,23 @@ class SimulatorSource:
     async def start(self) -> None:
         if self._cluster is None and self._build is not None:
             self._cluster = await asyncio.to_thread(self._build)
+        if self._history_s > 0:
+            self._history = await asyncio.to_thread(self._replay)
+
+    def _replay(self) -> list[tuple[float, SourceResult]]:
+        cluster = self.cluster
+        end_s = cluster.start_time_s + self._history_s
+        history: list[tuple[float, SourceResult]] = []
+        t = cluster.start_time_s
+        while t < end_s:
+            t = min(end_s, t + self._history_step_s)
+            cluster.advance_to(t)
+            history.append((cluster.now_s, cluster.result()))
+        return history
+
+    def take_history(self) -> list[tuple[float, SourceResult]]:
+        history, self._history = self._history, []
+        return history
 
     async def collect(self, now_s: float) -> SourceResult:
         # Steps in chunks and yields between them, so a 1,000-node step never holds up a key press.

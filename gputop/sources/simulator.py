@@ -270,7 +270,10 @@ class SimulatedCluster:
         gpu_model: str = "H100",
         seed: int = 42,
         start_time_s: float,
+        silent_at_s: float | None = None,
     ) -> None:
+        """``silent_at_s``: when the unresponsive node sent its last sample (default 45 s before the
+        start). The demo, which replays minutes of history first, sets it to 45 s before its first frame."""
         if nodes < 1:
             raise ValueError("a simulated cluster needs at least one node")
         if gpus_per_node < 1:
@@ -278,6 +281,7 @@ class SimulatedCluster:
         self.model: GpuModel = lookup_gpu_model(gpu_model)
         self.seed = seed
         self.start_time_s = float(start_time_s)
+        self.silent_at_s = self.start_time_s - SILENT_BEFORE_START_S if silent_at_s is None else silent_at_s
         self.gpus_per_node = gpus_per_node
         width = max(3, len(str(nodes)))
         self.node_names: tuple[str, ...] = tuple(f"gpu{i + 1:0{width}d}" for i in range(nodes))
@@ -314,7 +318,7 @@ class SimulatedCluster:
         if frozen is not None:
             # Values as they were when the node went silent; it never reports again.
             gpus = self._build_gpus()
-            self._frozen = self._node_sample(frozen, gpus, t0 - SILENT_BEFORE_START_S)
+            self._frozen = self._node_sample(frozen, gpus, self.silent_at_s)
 
     # ------------------------------------------------------------------ public API
 
@@ -528,7 +532,7 @@ class SimulatedCluster:
             self._reasons[at["unresponsive"]] = (
                 "Not responding",
                 "slurm",
-                t0 - SILENT_BEFORE_START_S + SLURM_NOT_RESPONDING_AFTER_S,
+                self.silent_at_s + SLURM_NOT_RESPONDING_AFTER_S,
             )
         self._resumed = False  # a node came back: the scheduler looks at the queue at the next step
         unschedulable = {*self._drain, self._unresponsive}
@@ -1305,7 +1309,7 @@ class SimulatedCluster:
                 gpu = self._incident_gpu(kind)
                 text = f"GPU{gpu}: 2 uncorrected ECC errors, Xid 48 then Xid 79 (fell off the bus)"
             elif kind == "unresponsive":
-                text = f"stopped answering {SILENT_BEFORE_START_S:.0f} s before start; Slurm: NOT_RESPONDING"
+                text = "stopped answering; Slurm: NOT_RESPONDING"
             elif kind == "idle_job":
                 text = f"{_IDLE_JOB_USER}'s job holds all {g_per} GPUs at 0% for 3 h"
             elif kind == "drained":

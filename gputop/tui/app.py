@@ -27,8 +27,10 @@ from gputop.tui.screens.dashboard import NODE_ACTIONS, DashboardScreen
 from gputop.tui.screens.help import HelpScreen
 from gputop.tui.screens.node import NodeScreen
 from gputop.tui.screens.node_action import NodeActionScreen
+from gputop.tui.screens.queue import QueueScreen
 from gputop.tui.strips import patch_strip_divide
 from gputop.tui.widgets.cluster_map import ClusterMap
+from gputop.tui.widgets.job_table import JobTable
 from gputop.tui.widgets.node_table import NodeTable
 from gputop.tui.widgets.status_header import StatusHeader
 
@@ -181,6 +183,7 @@ class GputopApp(App[None]):
             ("Cluster map", list(ClusterMap.BINDINGS)),
             ("Node table", list(NodeTable.BINDINGS)),
             ("Node screen", list(NodeScreen.BINDINGS)),
+            ("Slurm queue", list(QueueScreen.BINDINGS) + list(JobTable.BINDINGS)),
         ]
         if self.read_only:  # the acting keys are not bound, so not listed either
             sections = [
@@ -222,6 +225,14 @@ class GputopApp(App[None]):
         dashboard = self._dashboard()
         if dashboard is not None:
             dashboard.action_clear_filter()
+
+    def open_queue(self) -> None:
+        if isinstance(self.screen, QueueScreen):
+            return
+        dashboard = self._dashboard()
+        if dashboard is not None:
+            self._return_to(dashboard)
+        self.push_screen(QueueScreen())
 
     def open_node(self, name: str) -> None:
         if isinstance(self.screen, NodeScreen):

@@ -41,3 +41,18 @@ def power_pair(watts: float | None, limit_w: float | None) -> str:
 
 def mhz(value: float | None) -> str:
     return NA if value is None else f"{value:.0f}MHz"
+
+
+def duration(seconds: float | None) -> str:
+    """Slurm's way: 1-02:03:04, 02:03:04, 03:04; n/a for none."""
+    if seconds is None:
+        return NA
+    total = int(max(0.0, seconds))
+    days, rest = divmod(total, 86_400)
+    hours, rest = divmod(rest, 3_600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}-{hours:02d}:{minutes:02d}:{secs:02d}"
+    if hours:
+        return f"{hours}:{minutes:02d}:{secs:02d}"
+    return f"{minutes}:{secs:02d}"

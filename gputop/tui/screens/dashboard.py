@@ -37,6 +37,7 @@ class DashboardScreen(Screen[None]):
         Binding("asterisk", "mark_shown", "Mark all shown", show=False),
         Binding("d", "drain", "Drain"),
         Binding("R", "resume", "Resume", show=False),
+        Binding("J", "queue", "Jobs"),
     ]
 
     DEFAULT_CSS = """
@@ -123,6 +124,9 @@ class DashboardScreen(Screen[None]):
 
     def clear_marks(self) -> None:
         self.query_one(NodeTable).set_marked(frozenset())
+
+    def action_queue(self) -> None:
+        self.gputop.open_queue()
 
     # -- metric -----------------------------------------------------------------------------------------
     def action_cycle_metric(self) -> None:

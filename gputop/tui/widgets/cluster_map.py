@@ -9,6 +9,7 @@ per GPU, one, or half blocks that stack two GPUs in one character (GPUs 0-3 on t
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from rich.segment import Segment
@@ -20,7 +21,18 @@ from textual.reactive import reactive
 from textual.strip import Strip
 from textual.widget import Widget
 
-from gputop.core.heatmap import CRIT_FLAG, DOWN, EMPTY, MIG_NA, MISSING, NA, STALE, CellCodes, cell_codes
+from gputop.core.heatmap import (
+    CRIT_FLAG,
+    DOWN,
+    EMPTY,
+    IDLE_FLAG,
+    MIG_NA,
+    MISSING,
+    NA,
+    STALE,
+    CellCodes,
+    cell_codes,
+)
 from gputop.core.metrics import HEAT_STEPS, HeatScale, Metric
 from gputop.core.models import NodeSample
 from gputop.core.summary import ClusterView, NodeRow
@@ -54,6 +66,7 @@ class CellStyles:
         for step in range(HEAT_STEPS):
             plain[step] = (palette.heat_bg[step], " ")
             plain[step + CRIT_FLAG] = (palette.heat_bg[step], "!")
+            plain[step + IDLE_FLAG] = (palette.heat_bg[step], "z")  # held by a job, idle (asleep)
         # Glyphs repeat what the colour says, for colour-blind users.
         plain[DOWN] = (palette.down, "\u00d7")
         plain[MISSING] = (palette.missing, "-")
@@ -101,6 +114,8 @@ class ClusterMap(Widget, can_focus=True):
         self.scales = scales
         self.highlighted: frozenset[str] = frozenset()  # nodes kept by the table's filter
         self._filtered = False
+        # within highlighted nodes, the GPU indices kept lit (a job's GPUs); a node absent here is lit whole
+        self._kept_gpus: Mapping[str, frozenset[int]] = {}
         self._view: ClusterView | None = None
         self._names: list[str] = []
         self._index: dict[str, int] = {}
@@ -145,11 +160,26 @@ class ClusterMap(Widget, can_focus=True):
             self._update_codes(self._view)
         self._forget_lines()
 
-    def set_filter(self, kept: frozenset[str] | None) -> None:
-        """Dim the nodes a table filter leaves out (None: no filter)."""
+    def set_filter(
+        self, kept: frozenset[str] | None, gpus: Mapping[str, frozenset[int]] | None = None
+    ) -> None:
+        """Dim the nodes a table filter leaves out (None: no filter); ``gpus`` also dims, on the nodes it
+        names, every GPU but those listed (a job's)."""
         self._filtered = kept is not None
         self.highlighted = kept or frozenset()
+        self._kept_gpus = gpus or {}
         self._forget_lines()
+
+    def _dims(self, name: str, cells: int) -> tuple[bool, ...]:
+        """Per GPU slot of ``name``: dimmed or not."""
+        if not self._filtered:
+            return (False,) * cells
+        if name not in self.highlighted:
+            return (True,) * cells
+        kept = self._kept_gpus.get(name)
+        if kept is None:
+            return (False,) * cells
+        return tuple(i not in kept for i in range(cells))
 
     def watch_selected(self, old: str | None, new: str | None) -> None:
         # only the lines holding the old and the new selection change
@@ -183,8 +213,12 @@ class ClusterMap(Widget, can_focus=True):
     def _node_codes(self, node: NodeSample, row: NodeRow | None, view: ClusterView) -> Codes:
         codes = view.cells.get(node.name) if view.cells_metric is self.metric else None
         if codes is None:
-            problems = row.problems if row is not None else ()
-            codes = cell_codes(node, problems, self.metric, self.scales[self.metric])
+            if row is None:
+                codes = cell_codes(node, (), self.metric, self.scales[self.metric])
+            else:
+                codes = cell_codes(
+                    node, row.problems, self.metric, self.scales[self.metric], row.idle_gpu_indices
+                )
         # every node as wide as the widest, so groups line up
         pad = self._gpus_per_node - len(codes)
         return codes + (EMPTY,) * pad if pad > 0 else codes[: self._gpus_per_node]
@@ -251,7 +285,8 @@ class ClusterMap(Widget, can_focus=True):
         names = self._line_names(line, layout)
         codes = tuple(self._codes[name][2] if name in self._codes else () for name in names)
         selected = names.index(self.selected) if self.selected in names else -1
-        dimmed = tuple(name not in self.highlighted for name in names) if self._filtered else ()
+        kept = self._kept_gpus
+        dimmed = tuple((n in self.highlighted, kept.get(n)) for n in names) if self._filtered else ()
         return (codes, selected, dimmed, self.size.width)
 
     def _refresh_changed_lines(self) -> None:
@@ -302,39 +337,45 @@ class ClusterMap(Widget, can_focus=True):
                 segments.append(Segment(" ", palette.empty))
             after_selected = selected
             codes = self._codes[name][2]
-            dimmed = self._filtered and name not in self.highlighted
+            dims = self._dims(name, len(codes))
             if layout.compact:
-                self._compact_cells(segments, codes, styles, dimmed)
+                self._compact_cells(segments, codes, styles, dims)
             else:
-                self._wide_cells(segments, codes, styles, dimmed, layout.cell_width)
+                self._wide_cells(segments, codes, styles, dims, layout.cell_width)
         if after_selected:
             segments.append(Segment(RIGHT_BRACKET, palette.selection))
         return line_strip(segments, self.size.width, palette.empty)
 
     @staticmethod
     def _wide_cells(
-        segments: list[Segment], codes: Codes, styles: CellStyles, dimmed: bool, width: int
+        segments: list[Segment], codes: Codes, styles: CellStyles, dims: tuple[bool, ...], width: int
     ) -> None:
-        table = styles.dimmed if dimmed else styles.plain
-        run_code, run_length = codes[0], 0
-        for code in (*codes, -1):  # -1 flushes the last run
-            if code == run_code:
+        run = (codes[0], dims[0])
+        run_length = 0
+        for cell_key in (*zip(codes, dims, strict=True), (-1, False)):  # -1 flushes the last run
+            if cell_key == run:
                 run_length += 1
                 continue
-            style, glyph = table[run_code]
+            run_code, run_dimmed = run
+            style, glyph = (styles.dimmed if run_dimmed else styles.plain)[run_code]
             # a state glyph fills its cell; "!" marks the left of a heat-coloured cell
-            cell = glyph * width if glyph not in " !" else glyph.ljust(width)
+            cell = glyph * width if glyph not in " !z" else glyph.ljust(width)
             segments.append(Segment(cell * run_length, style))
-            run_code, run_length = code, 1
+            run, run_length = cell_key, 1
 
     @staticmethod
-    def _compact_cells(segments: list[Segment], codes: Codes, styles: CellStyles, dimmed: bool) -> None:
+    def _compact_cells(
+        segments: list[Segment], codes: Codes, styles: CellStyles, dims: tuple[bool, ...]
+    ) -> None:
         columns = (len(codes) + 1) // 2
         run_style: Style | None = None
         run_length = 0
         for column in range(columns):
             top = codes[column]
-            bottom = codes[column + columns] if column + columns < len(codes) else EMPTY
+            below = column + columns
+            bottom = codes[below] if below < len(codes) else EMPTY
+            # a character holds two GPUs: it stays lit if either is kept
+            dimmed = dims[column] and (dims[below] if below < len(dims) else True)
             style = styles.half(top, bottom, dimmed)
             if style is run_style:
                 run_length += 1
@@ -361,6 +402,8 @@ class ClusterMap(Widget, can_focus=True):
         if not layout.compact:
             segments.append(Segment("!", palette.heat_bg[-1]))
             segments.append(Segment(" critical  ", palette.dim))
+            segments.append(Segment("z", palette.heat_bg[0]))
+            segments.append(Segment(" idle in a job  ", palette.dim))
         segments.append(Segment("[m] metric", palette.dim))
         return segments
 

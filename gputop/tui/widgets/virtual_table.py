@@ -32,7 +32,7 @@ class Column:
     title: str
     width: int  # 0: take what is left
     right: bool
-    sort_key: Callable[[Any], Any]
+    sort_key: Callable[[Any], Any] | None  # None: the table's `ordered_keys` sorts by this column itself
     cell: Callable[[Any, Any], Cell]  # (row, the table's cell context) -> text and severity
 
 
@@ -86,6 +86,13 @@ class VirtualTable(ScrollView, can_focus=True):
     def row_opened(self, key: str) -> None:
         """The user asked to open ``key`` (Enter, double click)."""
 
+    def ordered_keys(self, rows: list[Any], column: Column, reverse: bool) -> list[str]:
+        """The keys of the rows the filter kept, in the order shown. A subclass whose core module sorts its
+        rows (the queue) hands over to it."""
+        first = self.COLUMNS[0]
+        ordered = sorted(rows, key=column.sort_key, reverse=reverse)
+        return [first.cell(r, self.cell_context)[0] for r in ordered]
+
     # -- data in ------------------------------------------------------------------------------------------
     def set_rows(self, rows: Mapping[str, Any]) -> None:
         self._rows = rows
@@ -104,13 +111,10 @@ class VirtualTable(ScrollView, can_focus=True):
         self._reorder()
 
     def _reorder(self) -> None:
-        rows: Any = self._rows.values()
-        if self.row_filter is not None:
-            rows = [r for r in rows if self.row_filter(r)]
-        column = self._columns_by_key[self.sort_column]
-        ordered = sorted(rows, key=column.sort_key, reverse=self.sort_reverse)
+        row_filter = self.row_filter
+        rows = [r for r in self._rows.values() if row_filter(r)] if row_filter else list(self._rows.values())
+        self.order = self.ordered_keys(rows, self._columns_by_key[self.sort_column], self.sort_reverse)
         first = self.COLUMNS[0]
-        self.order = [first.cell(r, self.cell_context)[0] for r in ordered]
         self._row_index = {key: i for i, key in enumerate(self.order)}
         self._key_width = max([len(k) for k in self.order] + [first.width - 2]) + 2
         if self.cursor_name not in self._row_index:
