@@ -171,6 +171,7 @@ class Poller:
             cells_metric=metric,
             idle=idle,
             jobs=jobs,
+            source_errors=tuple(self._source_errors.values()),
         )
         delta = diff_snapshots(previous.snapshot if previous else None, snapshot)
         self.view = view

@@ -89,6 +89,8 @@ class ClusterView:
     idle: IdleState | None = None
     # the Slurm queue's rows by job id (gputop.core.jobs.job_rows); empty without Slurm
     jobs: Mapping[str, JobRow] = field(default_factory=dict)
+    # sources that failed this tick, as "<source>: <reason>" (their last good data is still shown)
+    source_errors: tuple[str, ...] = ()
 
 
 def _mean(values: list[float]) -> float | None:

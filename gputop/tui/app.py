@@ -32,7 +32,7 @@ from gputop.tui.strips import patch_strip_divide
 from gputop.tui.widgets.cluster_map import ClusterMap
 from gputop.tui.widgets.job_table import JobTable
 from gputop.tui.widgets.node_table import NodeTable
-from gputop.tui.widgets.status_header import StatusHeader
+from gputop.tui.widgets.status_header import StatusHeader, problems_of
 
 
 @dataclass
@@ -83,6 +83,7 @@ class GputopApp(App[None]):
         self.startup_warnings: list[str] = []
         self._palettes = PaletteCache()
         self._gc_frozen = False
+        self._announced: frozenset[str] = frozenset()  # source problems already toasted
         super().__init__()
         self._install_themes()
         self.poller = Poller(
@@ -158,9 +159,20 @@ class GputopApp(App[None]):
         if apply is not None:
             with self.batch_update():
                 apply(message.view, message.delta)
+        self._announce_source_problems(message.view)
         if not self._gc_frozen and self.settings.freeze_gc:
             self._gc_frozen = True
             self.call_after_refresh(self._freeze_gc)
+
+    def _announce_source_problems(self, view: ClusterView) -> None:
+        """A source that starts failing gets one toast with its whole message (the header keeps a short
+        form while it lasts); one that recovers gets one too."""
+        now = frozenset(f"{p.badge}: {p.text}" for p in problems_of(view))
+        for problem in sorted(now - self._announced):
+            self.notify(problem, severity="error", timeout=15, markup=False)
+        for problem in sorted(self._announced - now):
+            self.notify(f"recovered: {problem}", timeout=5, markup=False)
+        self._announced = now
 
     @staticmethod
     def _freeze_gc() -> None:

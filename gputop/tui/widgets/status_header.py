@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from rich.text import Text
 from textual.widget import Widget
@@ -100,4 +101,31 @@ class StatusHeader(Widget):
         age_s = max(0.0, self._now() - view.snapshot.taken_at_s)
         age_style = palette.severity[Severity.WARN] if age_s >= self.age_warn_s else palette.dim
         text.append(f"{format_age(age_s)} old" if short else f"data {format_age(age_s)} old", age_style)
+        # Last: a failing source. Its last good data stays on screen, so say so, and how old Slurm's is.
+        now_s = self._now()
+        for problem in problems_of(view):
+            text.append(*sep)
+            text.append(f" {problem.badge} ", palette.severity_badge[Severity.CRIT])
+            text.append(f" {problem.text}", palette.severity[Severity.CRIT])
+            if problem.kept_since_s is not None:
+                kept_age_s = max(0.0, now_s - problem.kept_since_s)
+                text.append(f" (showing its state of {format_age(kept_age_s)} ago)", palette.dim)
         return text
+
+
+@dataclass(frozen=True, slots=True)
+class SourceProblem:
+    badge: str  # "SLURM", "SOURCE"
+    text: str
+    kept_since_s: float | None = None  # when the data still shown was read
+
+
+def problems_of(view: ClusterView) -> list[SourceProblem]:
+    """What the header says is failing: Slurm's read error and any source that missed its deadline or
+    raised."""
+    found: list[SourceProblem] = []
+    slurm = view.snapshot.slurm
+    if slurm is not None and slurm.error:
+        found.append(SourceProblem("SLURM", slurm.error, slurm.sampled_at_s))
+    found.extend(SourceProblem("SOURCE", error) for error in view.source_errors)
+    return found
