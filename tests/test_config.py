@@ -852,3 +852,14 @@ def test_overrides_change_only_what_they_name() -> None:
     assert {k: v for k, v in table.items() if k not in ("processes",)} == {
         k: v for k, v in defaults.items() if k not in ("processes", "mig_ci")
     }
+
+
+def test_slurm_env_takes_name_value_pairs_and_refuses_anything_else() -> None:
+    base = "clusters:\n  - name: c\n    nodes: gpu[1-2]\n    slurm:\n      env: "
+    config = parse_config(base + '["SLURM_CONF=/etc/slurm-b/slurm.conf", "A_1=x=y"]\n')
+    assert config.clusters[0].slurm.env_vars == {"SLURM_CONF": "/etc/slurm-b/slurm.conf", "A_1": "x=y"}
+    with pytest.raises(ConfigError) as err:
+        parse_config(base + '["SLURM_CONF", "1BAD=x", "A B=c"]\n')
+    text = str(err.value)
+    for i, item in enumerate(("'SLURM_CONF'", "'1BAD=x'", "'A B=c'")):
+        assert f"clusters[0].slurm.env[{i}]: {item} is not NAME=value" in text, text

@@ -13,7 +13,6 @@ import json
 import os
 import shutil
 import stat
-import tempfile
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -39,7 +38,11 @@ from gputop.sources.slurm import ReadFailed, SlurmSource, nodes_from_slurm
 from gputop.sources.slurm_runner import Completed, LocalRunner, remote_command_line
 from gputop.sources.ssh import SshSource
 from tests.infra import slurm as infra
-from tests.infra.slurm import RealSlurm, real_slurm  # noqa: F401 - the fixture, registered by importing it
+from tests.infra.slurm import (  # noqa: F401 - fixtures, registered by importing them
+    RealSlurm,
+    real_slurm,
+    slurm_client_conf,
+)
 from tests.infra.sshd import RealSshd, real_sshd  # noqa: F401 - the fixture, registered by importing it
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -724,21 +727,6 @@ async def test_real_slurm_nodes_from_slurm_lists_the_partition(slurm: RealSlurm)
 # --- the real Slurm, read over the real sshd ------------------------------------------------------------
 
 
-@pytest.fixture
-def client_conf(slurm: RealSlurm) -> Iterator[Path]:
-    """slurm.conf where the sshd's login user can read it (pytest's temporary directories are root's
-    0700); the munge socket already sits in a directory of its own that everyone may enter."""
-    directory = Path(tempfile.mkdtemp(prefix="gputop-slurm-client-"))
-    try:
-        directory.chmod(0o755)
-        conf = directory / "slurm.conf"
-        shutil.copyfile(slurm.conf_path, conf)
-        conf.chmod(0o644)
-        yield conf
-    finally:
-        shutil.rmtree(directory, ignore_errors=True)
-
-
 def over_ssh(sshd: RealSshd, slurm: RealSlurm, host: str) -> ClusterConfig:
     return cluster(
         nodes=slurm.nodes,
@@ -754,12 +742,12 @@ def over_ssh(sshd: RealSshd, slurm: RealSlurm, host: str) -> ClusterConfig:
 async def test_real_slurm_read_over_ssh_on_a_login_node(
     slurm: RealSlurm,
     real_sshd: RealSshd,  # noqa: F811
-    client_conf: Path,
+    slurm_client_conf: Path,  # noqa: F811
 ) -> None:
     """run_on: a host. The sshd's sessions run /bin/sh with the real Slurm client on PATH; the client's
     configuration travels as `env SLURM_CONF=...` in front of each command (no AcceptEnv needed)."""
     login = over_ssh(real_sshd, slurm, "node01")
-    env = {"SLURM_CONF": str(client_conf)}
+    env = {"SLURM_CONF": str(slurm_client_conf)}
     assert await nodes_from_slurm(dataclasses.replace(login, nodes_from_slurm="all"), env=env) == slurm.nodes
 
     job_id = slurm.submit(gpus=2, name="over-ssh")

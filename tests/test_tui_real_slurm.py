@@ -14,7 +14,16 @@ from gputop.config_file import load_config
 from gputop.tui.app import GputopApp
 from gputop.tui.screens.node_action import NodeActionScreen
 from gputop.tui.widgets.node_table import NodeTable
-from tests.infra.slurm import RealSlurm, real_slurm  # noqa: F401 - the fixture, registered by importing it
+from tests.infra.slurm import (  # noqa: F401 - fixtures, registered by importing them
+    RealSlurm,
+    real_slurm,
+    slurm_client_conf,
+)
+from tests.infra.sshd import (  # noqa: F401 - fixtures, registered by importing them
+    RealSshd,
+    real_sshd_as_root,
+    real_sshd_unprivileged,
+)
 
 pytestmark = pytest.mark.slurm
 
@@ -22,11 +31,9 @@ SIZE = (160, 50)
 NASTY = '"Xid 79"; rm -rf / $(reboot) `id` | tee — ü'
 
 
-@pytest.fixture
-def slurm_app(real_slurm: RealSlurm, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> GputopApp:  # noqa: F811
-    real_slurm.reset()
-    for name, value in real_slurm.env.items():
-        monkeypatch.setenv(name, value)
+def app_for(tmp_path: Path, ssh: str = "", slurm: str = "") -> GputopApp:
+    """The app on the real Slurm's nodes (read from sinfo), with Slurm read and acted on locally, or
+    through an sshd given its ``ssh:`` and ``slurm:`` settings."""
     config_path = tmp_path / "gputop.yaml"
     config_path.write_text(
         f"audit_log: {json.dumps(str(tmp_path / 'audit.jsonl'))}\n"
@@ -34,14 +41,32 @@ def slurm_app(real_slurm: RealSlurm, tmp_path: Path, monkeypatch: pytest.MonkeyP
         "clusters:\n"
         "  - name: real\n"
         "    nodes_from_slurm: all\n"
-        "    ssh:\n      connect_timeout_s: 1\n"
-        "    slurm:\n      poll_interval_s: 0.5\n",
+        f"    ssh:\n      connect_timeout_s: 1\n{ssh}"
+        f"    slurm:\n      poll_interval_s: 0.5\n{slurm}",
         encoding="utf-8",
     )
     config = load_config(config_path)
     app = build_cluster_app(config, config.clusters[0])
     app.settings.freeze_gc = False
     return app
+
+
+@pytest.fixture
+def slurm_app(real_slurm: RealSlurm, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> GputopApp:  # noqa: F811
+    real_slurm.reset()
+    for name, value in real_slurm.env.items():
+        monkeypatch.setenv(name, value)
+    return app_for(tmp_path)
+
+
+def through(sshd: RealSshd, client_conf: Path, tmp_path: Path) -> GputopApp:
+    """Slurm read and acted on over SSH on node01 of ``sshd``, with host keys checked."""
+    ssh = (
+        f"      config_file: {json.dumps(str(sshd.ssh_config))}\n"
+        f"      known_hosts: {json.dumps(str(sshd.known_hosts))}\n"
+    )
+    slurm = f"      run_on: node01\n      env: [{json.dumps(f'SLURM_CONF={client_conf}')}]\n"
+    return app_for(tmp_path, ssh, slurm)
 
 
 async def wait(pilot: object, check: object, what: str, tries: int = 150) -> None:
@@ -130,3 +155,77 @@ async def test_an_unknown_node_is_refused_in_the_dialog_and_scontrol_errors_are_
         assert "Invalid node state specified" in str(dialog.query_one("#outcome").render())
         (record,) = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
         assert record["exit_status"] == 1 and "Invalid node state specified" in record["output"]
+
+
+async def drain_from_the_table(pilot: object, app: GputopApp, node: str, reason: str) -> NodeActionScreen:
+    await wait(pilot, lambda: app.view is not None and app.view.snapshot.slurm is not None, "Slurm")
+    app.screen.query_one(NodeTable).select(node)
+    await pilot.pause()  # type: ignore[attr-defined]
+    await pilot.press("d")  # type: ignore[attr-defined]
+    await pilot.pause()  # type: ignore[attr-defined]
+    dialog = app.screen
+    assert isinstance(dialog, NodeActionScreen)
+    dialog.query_one("#reason", Input).value = reason
+    await pilot.pause()  # type: ignore[attr-defined]
+    dialog.query_one("#run", Button).press()
+    await wait(pilot, lambda: dialog.outcome is not None, "the action's outcome")
+    return dialog
+
+
+async def test_drain_and_resume_through_the_real_sshd_on_the_controller(
+    real_slurm: RealSlurm,  # noqa: F811
+    real_sshd_as_root: RealSshd,  # noqa: F811
+    slurm_client_conf: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """An administrator's login to the controller: scontrol runs there, the reason crosses SSH as one
+    quoted word and arrives exactly."""
+    real_slurm.reset()
+    app = through(real_sshd_as_root, slurm_client_conf, tmp_path)
+    node = real_slurm.nodes[3]
+    async with app.run_test(size=SIZE) as pilot:
+        dialog = await drain_from_the_table(pilot, app, node, NASTY)
+        assert dialog.outcome is not None and dialog.outcome.ok, dialog.outcome
+        await pilot.press("escape")
+        listed = json.loads(real_slurm.run(["sinfo", "--json"]).stdout)["nodes"]
+        (entry,) = [n for n in listed if n["name"] == node]
+        assert entry["reason"] == NASTY and real_slurm.node_state(node) == "drained"
+
+        def shown_drained() -> bool:
+            slurm = app.view.snapshot.slurm if app.view else None
+            return slurm is not None and node in slurm.nodes and slurm.nodes[node].drained
+
+        await wait(pilot, shown_drained, "drained on screen, read over SSH")
+        await pilot.press("R")
+        await pilot.pause()
+        await run_dialog(pilot, app)
+        assert "drain" not in real_slurm.node_state(node)
+        await wait(pilot, lambda: not shown_drained(), "resumed on screen")
+    records = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
+    assert [(r["action"], r["exit_status"], r["where"]) for r in records] == [
+        ("drain", 0, "node01"),
+        ("resume", 0, "node01"),
+    ]
+
+
+async def test_a_login_that_is_not_a_slurm_admin_is_refused_and_says_so(
+    real_slurm: RealSlurm,  # noqa: F811
+    real_sshd_unprivileged: RealSshd,  # noqa: F811
+    slurm_client_conf: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    real_slurm.reset()
+    app = through(real_sshd_unprivileged, slurm_client_conf, tmp_path)
+    node = real_slurm.nodes[3]
+    async with app.run_test(size=SIZE) as pilot:
+        dialog = await drain_from_the_table(pilot, app, node, "Xid 79 on GPU3")
+        assert dialog.outcome is not None and not dialog.outcome.ok
+        # Slurm's own words: 22.05 says "Invalid user id" to a user who is not an operator, later
+        # versions "Access/permission denied"
+        output = dialog.outcome.output
+        assert output.startswith("slurm_update error: "), output
+        assert any(words in output for words in ("Invalid user id", "Access/permission denied")), output
+        assert output in str(dialog.query_one("#outcome").render())
+    assert "drain" not in real_slurm.node_state(node), "nothing changed"
+    (record,) = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
+    assert record["exit_status"] != 0 and record["where"] == "node01"

@@ -146,6 +146,14 @@ class SlurmConfig:
     run_on: str = _opt("local", nonempty=True)  # "local", or an ssh host that has the Slurm commands
     poll_interval_s: float = _opt(10.0, lo=0, lo_open=True, unit="seconds")
     command_timeout_s: float = _opt(10.0, lo=0, lo_open=True, unit="seconds")
+    # Variables every Slurm command gets, as NAME=value: SLURM_CONF where the client configuration is not
+    # in /etc/slurm (a login node serving several clusters). Passed in the argv (`env NAME=value ...`),
+    # never through a shell.
+    env: tuple[str, ...] = ()
+
+    @property
+    def env_vars(self) -> dict[str, str]:
+        return dict(item.split("=", 1) for item in self.env)
 
 
 # The commands gputop runs on each node (gputop.sources.commands.default_commands names them).
@@ -619,6 +627,21 @@ def _check_commands_unique(s: _Section) -> None:
             seen[name] = i
 
 
+_ENV_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _check_slurm(s: _Section) -> None:
+    env = s.get("env")
+    if not isinstance(env, tuple):
+        return
+    for i, item in enumerate(env):
+        name, equals, _value = item.partition("=")
+        if not equals or not _ENV_NAME.fullmatch(name):
+            s.report(
+                f"env[{i}]", f"{item!r} is not NAME=value (for example SLURM_CONF=/etc/slurm-b/slurm.conf)"
+            )
+
+
 def _check_poll(s: _Section) -> None:
     s.ordered("stale_after_s", "down_after_s", strictly=True)
     s.ordered("backoff_initial_s", "backoff_max_s", strictly=False)
@@ -633,6 +656,7 @@ _CHECKS: Final[Mapping[type, Callable[[_Section], None]]] = {
     ClusterConfig: _check_cluster,
     CommandOverride: _check_command,
     PollConfig: _check_poll,
+    SlurmConfig: _check_slurm,
     Thresholds: _check_thresholds,
 }
 

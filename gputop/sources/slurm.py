@@ -162,14 +162,14 @@ class SlurmSource:
         poll: PollConfig | None = None,
     ) -> None:
         """runner: where the commands run (default: slurm.run_on). env: variables every Slurm command
-        gets, e.g. SLURM_CONF for a client configuration outside /etc/slurm (passed as an ``env`` prefix
-        over SSH). poll: the app's poll settings (SSH backoff), when it has them."""
+        gets (default: slurm.env), e.g. SLURM_CONF for a client configuration outside /etc/slurm (passed
+        as an ``env`` prefix over SSH). poll: the app's poll settings (SSH backoff), when it has them."""
         self.name = f"slurm:{cluster.name}"
         self.cluster = cluster
         self.now = now
         self.config = cluster.slurm
         self.runner: Runner = runner if runner is not None else runner_for(cluster, poll)
-        self.env: dict[str, str] = dict(env or {})
+        self.env: dict[str, str] = dict(env if env is not None else cluster.slurm.env_vars)
         self.state: SlurmState | None = None  # None until the first read has finished, well or not
         self.notes: tuple[str, ...] = ()  # what the last read found odd, and which forms stood in
         self.reads = 0  # reads finished, well or not
@@ -298,7 +298,9 @@ async def nodes_from_slurm(
     own = runner is None
     used = runner if runner is not None else runner_for(cluster)
     try:
-        done = await used.run(argv, dict(env or {}), cluster.slurm.command_timeout_s)
+        done = await used.run(
+            argv, dict(env if env is not None else cluster.slurm.env_vars), cluster.slurm.command_timeout_s
+        )
     except RunFailed as err:
         raise ReadFailed(err.reason) from None
     finally:

@@ -396,6 +396,21 @@ def real_slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealSlurm]:
         stop_slurm(slurm)
 
 
+@pytest.fixture
+def slurm_client_conf(real_slurm: RealSlurm) -> Iterator[Path]:
+    """slurm.conf where an sshd's login user can read it (pytest's temporary directories are root's
+    0700); the munge socket already sits in a directory of its own that everyone may enter."""
+    directory = Path(tempfile.mkdtemp(prefix="gputop-slurm-client-"))
+    try:
+        directory.chmod(0o755)
+        conf = directory / "slurm.conf"
+        shutil.copyfile(real_slurm.conf_path, conf)
+        conf.chmod(0o644)
+        yield conf
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
 # ---- the pieces -------------------------------------------------------------------------------------------
 
 

@@ -134,9 +134,11 @@ def start_sshd(
     gpus_per_node: int = 8,
     seed: int = 42,
     node_prefix: str = "node",
+    login_user: str | None = None,
 ) -> RealSshd:
     """Starts sshd for ``nodes`` nodes (node01, ...) and returns once every port accepts connections.
-    SshdUnavailable when this machine cannot run it; RuntimeError when sshd fails for another reason."""
+    SshdUnavailable when this machine cannot run it; RuntimeError when sshd fails for another reason.
+    ``login_user``: who the sessions run as (default: see _login_user); "root" needs a root sshd."""
     if not os.access(SSHD, os.X_OK):
         raise SshdUnavailable(f"OpenSSH sshd not installed ({INSTALL_HINT}): {SSHD} missing")
     owned: list[Path] = []
@@ -146,7 +148,9 @@ def start_sshd(
     base_dir = base_dir.resolve()
     base_dir.mkdir(parents=True, exist_ok=True)
     try:
-        user = _login_user()
+        if login_user is not None and login_user != _current_user() and os.geteuid() != 0:
+            raise SshdUnavailable(f"logging in as {login_user} needs an sshd started by root")
+        user = login_user if login_user is not None else _login_user()
         if user == _current_user():
             node_dir = base_dir
         else:
@@ -189,6 +193,35 @@ def real_sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealSshd]:
     """A real sshd on 127.0.0.1 playing node01..node04; skips where OpenSSH's server is not installed."""
     try:
         sshd = start_sshd(tmp_path_factory.mktemp("sshd"), nodes=4)
+    except SshdUnavailable as err:
+        pytest.skip(str(err))
+    try:
+        yield sshd
+    finally:
+        stop_sshd(sshd)
+
+
+@pytest.fixture(scope="session")
+def real_sshd_as_root(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealSshd]:
+    """Like real_sshd, but the sessions run as root: an administrator's login to a Slurm controller."""
+    try:
+        sshd = start_sshd(tmp_path_factory.mktemp("sshd-root"), nodes=2, login_user="root")
+    except SshdUnavailable as err:
+        pytest.skip(str(err))
+    try:
+        yield sshd
+    finally:
+        stop_sshd(sshd)
+
+
+@pytest.fixture(scope="session")
+def real_sshd_unprivileged(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealSshd]:
+    """Sessions as the unprivileged test user, even where it cannot run this Python (so the nodes' fake
+    nvidia-smi does not work there): for what a plain login can do, such as run Slurm's own commands."""
+    if os.geteuid() != 0 or not _ensure_test_user():
+        pytest.skip(f"needs root to create and log in as the unprivileged user {TEST_USER}")
+    try:
+        sshd = start_sshd(tmp_path_factory.mktemp("sshd-user"), nodes=2, login_user=TEST_USER)
     except SshdUnavailable as err:
         pytest.skip(str(err))
     try:
