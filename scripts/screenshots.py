@@ -55,6 +55,10 @@ async def filter_hot(app: GputopApp, pilot: Pilot[None]) -> None:
         widget.cursor_blink = False
 
 
+async def queue_most_idle(_app: GputopApp, pilot: Pilot[None]) -> None:
+    await pilot.press("J", "w")
+
+
 async def show_help(_app: GputopApp, pilot: Pilot[None]) -> None:
     await pilot.press("question_mark")
 
@@ -81,6 +85,7 @@ async def main() -> int:
         ("dashboard-1000-nodes", make_app(nodes=1000), nothing, SIZE),
         ("dashboard-filter-temperature", make_app(), filter_hot, SIZE),
         ("node-screen", make_app(), open_ecc_node, SIZE),
+        ("queue-most-idle-first", make_app(), queue_most_idle, SIZE),
         ("help", make_app(), show_help, SIZE),
         ("theme-light-80x24", make_app(theme="gputop-light"), nothing, (80, 24)),
         ("theme-high-contrast", make_app(theme="gputop-high-contrast"), nothing, SIZE),
