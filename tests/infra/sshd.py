@@ -188,30 +188,28 @@ def stop_sshd(sshd: RealSshd) -> None:
         shutil.rmtree(directory, ignore_errors=True)
 
 
-@pytest.fixture(scope="session")
-def real_sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealSshd]:
-    """A real sshd on 127.0.0.1 playing node01..node04; skips where OpenSSH's server is not installed."""
+def _running_sshd(base_dir: Path, nodes: int, login_user: str | None = None) -> Iterator[RealSshd]:
+    """start_sshd for a fixture: skipped (with the reason) where it cannot run, stopped afterwards."""
     try:
-        sshd = start_sshd(tmp_path_factory.mktemp("sshd"), nodes=4)
+        sshd = start_sshd(base_dir, nodes=nodes, login_user=login_user)
     except SshdUnavailable as err:
         pytest.skip(str(err))
     try:
         yield sshd
     finally:
         stop_sshd(sshd)
+
+
+@pytest.fixture(scope="session")
+def real_sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealSshd]:
+    """A real sshd on 127.0.0.1 playing node01..node04; skips where OpenSSH's server is not installed."""
+    yield from _running_sshd(tmp_path_factory.mktemp("sshd"), nodes=4)
 
 
 @pytest.fixture(scope="session")
 def real_sshd_as_root(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealSshd]:
     """Like real_sshd, but the sessions run as root: an administrator's login to a Slurm controller."""
-    try:
-        sshd = start_sshd(tmp_path_factory.mktemp("sshd-root"), nodes=2, login_user="root")
-    except SshdUnavailable as err:
-        pytest.skip(str(err))
-    try:
-        yield sshd
-    finally:
-        stop_sshd(sshd)
+    yield from _running_sshd(tmp_path_factory.mktemp("sshd-root"), nodes=2, login_user="root")
 
 
 @pytest.fixture(scope="session")
@@ -220,14 +218,7 @@ def real_sshd_unprivileged(tmp_path_factory: pytest.TempPathFactory) -> Iterator
     nvidia-smi does not work there): for what a plain login can do, such as run Slurm's own commands."""
     if os.geteuid() != 0 or not _ensure_test_user():
         pytest.skip(f"needs root to create and log in as the unprivileged user {TEST_USER}")
-    try:
-        sshd = start_sshd(tmp_path_factory.mktemp("sshd-user"), nodes=2, login_user=TEST_USER)
-    except SshdUnavailable as err:
-        pytest.skip(str(err))
-    try:
-        yield sshd
-    finally:
-        stop_sshd(sshd)
+    yield from _running_sshd(tmp_path_factory.mktemp("sshd-user"), nodes=2, login_user=TEST_USER)
 
 
 # ---- the pieces -------------------------------------------------------------------------------------------
