@@ -33,6 +33,7 @@ __all__ = [
     "job_rows",
     "parse_job_filter",
     "sort_job_rows",
+    "sort_value",
 ]
 
 JobIdKey = tuple[int, int, int, str]
@@ -221,6 +222,16 @@ DESCENDING_KEYS: Final = frozenset({"wasted", "gpus", "elapsed"})
 
 _ID_ORDER: Final = operator.attrgetter("id_key")
 _FIRST: Final = operator.itemgetter(0)
+
+
+def sort_value(row: JobRow, key: str) -> Any:
+    """What ``row`` is sorted by for ``key`` (None: no value): two rows with the same sort place equal."""
+    if key == "id":
+        return row.id_key
+    getter = _SORT_VALUES.get(key)
+    if getter is None:
+        raise ValueError(f"unknown sort key {key!r} (known: {', '.join(SORT_KEYS)})")
+    return getter(row)
 
 
 def sort_job_rows(

@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 from textual.binding import BindingType
 from textual.message import Message
 
-from gputop.core.jobs import DESCENDING_KEYS, JobRow, sort_job_rows
+from gputop.core.jobs import DESCENDING_KEYS, JobFilter, JobRow, sort_job_rows, sort_value
 from gputop.core.models import Severity
 from gputop.tui import format as fmt
 from gputop.tui.widgets.virtual_table import Cell, Column, VirtualTable, table_bindings
@@ -105,6 +105,13 @@ class JobTable(VirtualTable):
         # The table's `reverse` means largest first; the core's means the other way from its default order.
         # Rows without a value (a pending job's utilization) stay last either way.
         return sort_job_rows(rows, column.key, reverse=reverse != (column.key in DESCENDING_KEYS))
+
+    def keeps_place(self, before: Any, after: Any, column: Column) -> bool:
+        return bool(sort_value(before, column.key) == sort_value(after, column.key))
+
+    def filtered(self, rows: list[Any]) -> list[Any]:
+        row_filter = self.row_filter
+        return row_filter.select(rows) if isinstance(row_filter, JobFilter) else super().filtered(rows)
 
     def row_selected(self, key: str) -> None:
         self.post_message(JobSelected(key))

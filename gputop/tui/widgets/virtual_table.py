@@ -73,7 +73,7 @@ class VirtualTable(ScrollView, can_focus=True):
         self.cursor_name: str | None = None
         self.marked: frozenset[str] = frozenset()
         self._rows: Mapping[str, Any] = {}
-        self._row_index: dict[str, int] = {}
+        self._row_index_cache: dict[str, int] | None = {}
         self._key_width = self.COLUMNS[0].width
         self._lines: dict[int, Strip] = {}
         self._palettes = PaletteCache()
@@ -95,8 +95,40 @@ class VirtualTable(ScrollView, can_focus=True):
 
     # -- data in ------------------------------------------------------------------------------------------
     def set_rows(self, rows: Mapping[str, Any]) -> None:
-        self._rows = rows
+        old, self._rows = self._rows, rows
+        if self._same_order(old, rows):
+            # Each tick brings new values but mostly the same order: repaint the lines, skip the sort.
+            self._lines.clear()
+            self.refresh()
+            return
         self._reorder()
+
+    def _same_order(self, old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+        """True when ``new`` has ``old``'s keys and every changed row keeps its place: the same sort
+        value and the same filter verdict (a row object that did not change keeps it by definition)."""
+        if not self.order or len(old) != len(new) or old.keys() != new.keys():
+            return False
+        column = self._columns_by_key[self.sort_column]
+        row_filter = self.row_filter
+        for key, row in new.items():
+            before = old[key]
+            if before is row:
+                continue
+            if not self.keeps_place(before, row, column):
+                return False
+            if row_filter is not None and row_filter(before) != row_filter(row):
+                return False
+        return True
+
+    def keeps_place(self, before: Any, after: Any, column: Column) -> bool:
+        """Whether a row that changed from ``before`` to ``after`` sorts where it did by ``column``."""
+        return column.sort_key is not None and bool(column.sort_key(before) == column.sort_key(after))
+
+    def filtered(self, rows: list[Any]) -> list[Any]:
+        """The rows the filter keeps, in their order. A subclass whose filter can do better than one
+        call per row (the queue's, one pass per term) says so here."""
+        row_filter = self.row_filter
+        return [r for r in rows if row_filter(r)] if row_filter is not None else rows
 
     def set_row_filter(self, row_filter: Callable[[Any], bool] | None) -> None:
         self.row_filter = row_filter
@@ -111,17 +143,29 @@ class VirtualTable(ScrollView, can_focus=True):
         self._reorder()
 
     def _reorder(self) -> None:
-        row_filter = self.row_filter
-        rows = [r for r in self._rows.values() if row_filter(r)] if row_filter else list(self._rows.values())
+        rows = self.filtered(list(self._rows.values()))
         self.order = self.ordered_keys(rows, self._columns_by_key[self.sort_column], self.sort_reverse)
         first = self.COLUMNS[0]
-        self._row_index = {key: i for i, key in enumerate(self.order)}
-        self._key_width = max([len(k) for k in self.order] + [first.width - 2]) + 2
-        if self.cursor_name not in self._row_index:
+        self._row_index_cache = None  # built when the cursor needs it: most ticks it does not
+        self._key_width = max(max(map(len, self.order), default=0), first.width - 2) + 2
+        if self.cursor_name is None or not self._has_key(self.cursor_name):
             self.cursor_name = self.order[0] if self.order else None
         self.virtual_size = Size(0, len(self.order) + 1)  # width 0: never a horizontal scrollbar
         self._lines.clear()
         self.refresh()
+
+    @property
+    def _row_index(self) -> dict[str, int]:
+        if self._row_index_cache is None:
+            self._row_index_cache = {key: i for i, key in enumerate(self.order)}
+        return self._row_index_cache
+
+    def _has_key(self, key: str) -> bool:
+        """Whether ``key`` is shown, without building the index (a set is as dear as the index)."""
+        index = self._row_index_cache
+        if index is not None:
+            return key in index
+        return key in self._rows and (self.row_filter is None or bool(self.row_filter(self._rows[key])))
 
     @property
     def cursor_index(self) -> int:
