@@ -4,15 +4,18 @@ is drained in real sinfo with exactly that reason, and resumed the same way; a k
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
-from textual.widgets import Button, Input
+from textual.widgets import Button, Input, Static
 
 from gputop.cluster_app import build_cluster_app
 from gputop.config_file import load_config
 from gputop.tui.app import GputopApp
 from gputop.tui.screens.node_action import NodeActionScreen
+from gputop.tui.screens.queue import QueueScreen
+from gputop.tui.widgets.job_table import JobTable
 from gputop.tui.widgets.node_table import NodeTable
 from tests.infra.slurm import (  # noqa: F401 - fixtures, registered by importing them
     RealSlurm,
@@ -229,3 +232,42 @@ async def test_a_login_that_is_not_a_slurm_admin_is_refused_and_says_so(
     assert "drain" not in real_slurm.node_state(node), "nothing changed"
     (record,) = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
     assert record["exit_status"] != 0 and record["where"] == "node01"
+
+
+async def test_real_jobs_in_the_queue_pane_with_the_gpus_slurm_gave_them(
+    slurm_app: GputopApp,
+    real_slurm: RealSlurm,  # noqa: F811
+) -> None:
+    """Jobs submitted with sbatch --gres=gpu:N: the queue lists them, running and pending, and the job line
+    names the very GPUs `scontrol show job -d` gives (read here with a regex, not gputop's parser)."""
+    running = real_slurm.submit(gpus=3, name="queue-pane-3")
+    real_slurm.wait_for(lambda: real_slurm.job_state(running) == "RUNNING", 30, what="the job running")
+    # every GPU of every node, while 3 are taken: pending, with Slurm's reason
+    pending = real_slurm.submit(gpus=8, nodes=len(real_slurm.nodes), name="whole-cluster")
+    text = real_slurm.run(["scontrol", "show", "job", "-d", running]).stdout
+    ((node, idx),) = re.findall(r"Nodes=(\S+) .*?GRES=\S*\(IDX:([0-9,-]+)\)", text)
+    app = slurm_app
+    async with app.run_test(size=SIZE) as pilot:
+        await wait(pilot, lambda: app.view is not None and {running, pending} <= set(app.view.jobs), "jobs")
+        await pilot.press("J")
+        await pilot.pause()
+        queue = app.screen
+        assert isinstance(queue, QueueScreen)
+        table = queue.query_one(JobTable)
+        table._move_to(table.order.index(running))
+        await pilot.pause()
+        line = str(queue.query_one("#job-line", Static).render())
+        assert f"job {running}" in line and "running" in line and f"{node}: GPU {idx}" in line, line
+        assert app.view is not None
+        row = app.view.jobs[running]
+        assert row.gpus == 3 and row.job.name == "queue-pane-3"
+        assert app.view.jobs[pending].job.state == "PENDING"
+        # Slurm says Reason=None until its scheduler has looked at the job
+        await wait(
+            pilot,
+            lambda: app.view is not None and app.view.jobs[pending].job.pending_reason == "Resources",
+            "the pending reason",
+        )
+        await pilot.press("slash", *"state=pending")
+        await pilot.pause()
+        assert pending in table.order and running not in table.order
