@@ -20,6 +20,8 @@ import pytest
 
 from gputop.core.config import parse_config
 from gputop.core.models import GpuSample, IbPort
+from gputop.core.parsers.nvlink import GpuLinks, Link, NvlinkStatus, parse_nvlink
+from gputop.core.parsers.topo import parse_topo
 from gputop.sources.commands import QUERY_GPU_FIELDS, CommandSpec, default_commands, metrics_stream
 from gputop.sources.fake_fleet import (
     NODE_ENV,
@@ -31,7 +33,9 @@ from gputop.sources.fake_fleet import (
     parse_fault_spec,
     run_fleet,
 )
-from gputop.sources.fake_fleet.topology import GpuAffinity, format_topo
+from gputop.sources.fake_fleet.topology import GpuAffinity, format_topo, topology_text
+from gputop.sources.hgx_board import board_nvlinks, board_topology
+from gputop.sources.simulator import SimulatedCluster
 
 NODES = 10  # enough for every scripted incident, with gpu005 and gpu010 left healthy
 COMMANDS = default_commands()
@@ -579,8 +583,35 @@ def test_layouts_reproduce_real_captures() -> None:
         ]
     }
     assert formats.gpu_list([gpu], devices) == A100_MIG_L
-    nvlink = formats.nvlink_status([gpu], 18, 26.562).splitlines()
-    assert nvlink[1:3] == ["\t Link 0: 26.562 GB/s", "\t Link 1: 26.562 GB/s"] and len(nvlink) == 19
+    links = (Link(0, 26.562, True), Link(1, None, False), Link(2, 26.562, True))
+    nvlink = formats.nvlink_status([GpuLinks(0, gpu.name, gpu.uuid, links)]).splitlines()
+    assert nvlink == [
+        "GPU 0: NVIDIA A100-SXM4-80GB (UUID: GPU-7fdaf0a5-179b-f636-d15d-daf243e3ff16)",
+        "\t Link 0: 26.562 GB/s",
+        "\t Link 1: <inactive>",
+        "\t Link 2: 26.562 GB/s",
+    ]
 
     port = IbPort("mlx5_0", 1, "Active", "LinkUp", 400.0)
     assert formats.ibstat([port], 0x946DAE0300CDE72C, lid_base=75, sm_lid=334) == H100_IBSTAT_CA
+
+
+def test_interconnect_answers_parse_back_to_the_simulators_facts() -> None:
+    nics = [f"mlx5_{k}" for k in range(8)]
+    board = board_topology(range(8), 8, nics, 18)
+    assert parse_topo(topology_text(board)) == board
+    # A GPU that fell off the bus leaves the matrix: what is left is the board without it.
+    seen = {f"GPU{k}" for k in range(7)}
+    assert parse_topo(topology_text(board, seen)) == board_topology(range(7), 8, nics, 18)
+
+    cluster = SimulatedCluster(nodes=16, start_time_s=1_700_000_000.0)
+    degraded = next(i.node for i in cluster.incidents if i.kind == "nvlink_degraded")
+    status = cluster.result().nodes[cluster.node_names.index(degraded)].facts["nvlink"]
+    assert isinstance(status, NvlinkStatus)
+    text = formats.nvlink_status(status.gpus)
+    assert text.count("<inactive>") == 6 and parse_nvlink(text) == status
+    a100 = board_nvlinks([(0, "NVIDIA A100-SXM4-80GB", "GPU-0")], 12, 25.0, [(0, 11)])
+    assert formats.nvlink_status(a100.gpus).splitlines()[1:] == [
+        *(f"\t Link {k}: 25.000 GB/s" for k in range(11)),
+        "\t Link 11: <inactive>",
+    ]

@@ -8,7 +8,10 @@ import statistics
 
 import pytest
 
+from gputop.core.interconnect_deviations import fleet_interconnect
 from gputop.core.models import GpuSample, NodeSample, SlurmBaseState, SourceResult
+from gputop.core.parsers.nvlink import NvlinkStatus
+from gputop.core.parsers.topo import Topology
 from gputop.sources.gpu_models import GPU_MODELS, gpu_model
 from gputop.sources.simulator import (
     INCIDENT_KINDS,
@@ -258,10 +261,14 @@ def test_incident_placement_is_fixed_and_spread() -> None:
         "mig": 22,
         "ib_down": 26,
         "missing_gpu": 30,
+        "nvlink_degraded": 4,
+        "ib_slow": 8,
     }
-    for n in (8, 9, 15, 100, 1000, 4096):
-        spots = list(incident_node_indices(n).values())
-        assert len(set(spots)) == len(INCIDENT_KINDS)
+    for n in (8, 9, 15, 16, 17, 31, 100, 1000, 4096):
+        placed = incident_node_indices(n)
+        assert list(placed) == list(INCIDENT_KINDS[: 8 if n < 16 else len(INCIDENT_KINDS)])
+        spots = list(placed.values())
+        assert len(set(spots)) == len(spots)
         assert all(0 <= s < n for s in spots)
     assert list(incident_node_indices(3)) == list(INCIDENT_KINDS[:3])
     a = SimulatedCluster(seed=1, start_time_s=T0).incidents
@@ -390,6 +397,77 @@ def test_missing_gpu(cluster: SimulatedCluster, first: SourceResult) -> None:
     assert first.slurm is not None
     held = [i for job in first.slurm.jobs for i in job.gpus_by_node.get(node.name, ())]
     assert 5 not in held
+
+
+def facts(node: NodeSample) -> tuple[Topology, NvlinkStatus]:
+    topology, nvlink = node.facts["topology"], node.facts["nvlink"]
+    assert isinstance(topology, Topology) and isinstance(nvlink, NvlinkStatus)
+    return topology, nvlink
+
+
+def test_dgx_h100_like_interconnect(cluster: SimulatedCluster, first: SourceResult) -> None:
+    node = by_name(first)["gpu001"]
+    topology, nvlink = facts(node)
+    assert topology.gpus == tuple(f"GPU{k}" for k in range(8))
+    assert [topology.nic_name(nic) for nic in topology.nics] == [f"mlx5_{k}" for k in range(8)]
+    assert all(topology.link(f"GPU{a}", f"GPU{b}") == "NV18" for a in range(8) for b in range(8) if a != b)
+    assert [topology.link(f"GPU{k}", f"NIC{k}") for k in range(8)] == ["PIX"] * 8
+    assert (topology.link("GPU0", "NIC1"), topology.link("GPU0", "NIC4"), topology.link("NIC5", "NIC7")) == (
+        "NODE",
+        "SYS",
+        "NODE",
+    )
+    assert (topology.cpu_affinity("GPU3"), topology.numa_affinity("GPU3")) == ("0-55,112-167", "0")
+    assert (topology.cpu_affinity("GPU4"), topology.numa_affinity("GPU4")) == ("56-111,168-223", "1")
+    assert [(g.index, g.uuid) for g in nvlink.gpus] == [(g.index, g.uuid) for g in node.gpus]
+    assert all(g.active_count == 18 and g.total_speed_gbps == pytest.approx(18 * 26.562) for g in nvlink.gpus)
+
+
+def test_interconnect_facts_are_made_once_and_shared(cluster: SimulatedCluster, first: SourceResult) -> None:
+    sim = SimulatedCluster(start_time_s=T0)
+    before = sim.result()
+    run(sim, 3)
+    after = sim.result()
+    assert all(a.facts is b.facts for a, b in zip(before.nodes, after.nodes, strict=True))
+    boards = {id(facts(node)[0]) for node in first.nodes}
+    assert len(boards) == 2  # every node shares one board, but the one that lost a GPU
+    missing = facts(by_name(first)[incident_node(cluster, "missing_gpu")])
+    assert "GPU5" not in missing[0].gpus and [g.index for g in missing[1].gpus] == [0, 1, 2, 3, 4, 6, 7]
+
+
+def test_nvlink_degraded(cluster: SimulatedCluster, first: SourceResult) -> None:
+    inc = next(i for i in cluster.incidents if i.kind == "nvlink_degraded")
+    assert (inc.node, inc.gpu_index, inc.description) == ("gpu005", 5, "GPU5 has 12 of 18 NVLinks active")
+    _, nvlink = facts(by_name(first)[inc.node])
+    assert [(g.index, g.active_count, len(g.links)) for g in nvlink.gpus if g.active_count < 18] == [
+        (5, 12, 18)
+    ]
+    again = facts(SimulatedCluster(start_time_s=T0).result().nodes[4])[1]
+    assert again.gpus[5].inactive_links == nvlink.gpus[5].inactive_links  # the seed picks the links
+
+
+def test_ib_slow(cluster: SimulatedCluster, first: SourceResult) -> None:
+    node = by_name(first)[incident_node(cluster, "ib_slow")]
+    assert node.name == "gpu009"
+    assert [(p.ca_name, p.state, p.rate_gbps) for p in node.ib_ports if p.rate_gbps != 400] == [
+        ("mlx5_3", "Active", 200.0)
+    ]
+
+
+def test_interconnect_incidents_are_the_fleets_only_deviations(first: SourceResult) -> None:
+    found = fleet_interconnect(first.nodes)
+    assert [d.text for d in found.all()] == [
+        "gpu005: GPU5 has 12 of 18 NVLinks active",
+        "gpu027: mlx5_3 port 1 Down",
+        "gpu009: mlx5_3 at 200 Gb/s, peers at 400",
+    ]
+
+
+def test_a100_boards_have_nv12() -> None:
+    node = SimulatedCluster(nodes=8, gpu_model="A100-80GB", start_time_s=T0).result().nodes[0]
+    topology, nvlink = facts(node)
+    assert topology.link("GPU0", "GPU7") == "NV12"
+    assert {(len(g.links), g.links[0].speed_gbps) for g in nvlink.gpus} == {(12, 25.0)}
 
 
 # ---------------------------------------------------------------- Slurm

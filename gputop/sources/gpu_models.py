@@ -22,6 +22,8 @@ class GpuModel:
     sm_clock_idle_mhz: int  # where the clock rests when nothing holds the GPU
     mig_slice_mib: int  # memory of the smallest MIG instance (1g.*)
     ib_rate_gbps: float  # the InfiniBand generation such nodes ship with: NDR 400, HDR 200
+    nvlinks_per_gpu: int  # NVLinks of one GPU, as `nvidia-smi nvlink -s` lists them
+    nvlink_speed_gbyte_s: float  # GB/s (bytes) per link and direction, as `nvlink -s` prints it
 
 
 _MODELS = (
@@ -35,6 +37,8 @@ _MODELS = (
         sm_clock_idle_mhz=345,
         mig_slice_mib=9856,
         ib_rate_gbps=400.0,
+        nvlinks_per_gpu=18,
+        nvlink_speed_gbyte_s=26.562,
     ),
     GpuModel(
         key="H200",
@@ -46,6 +50,8 @@ _MODELS = (
         sm_clock_idle_mhz=345,
         mig_slice_mib=17920,
         ib_rate_gbps=400.0,
+        nvlinks_per_gpu=18,
+        nvlink_speed_gbyte_s=26.562,
     ),
     GpuModel(
         key="A100-80GB",
@@ -57,6 +63,8 @@ _MODELS = (
         sm_clock_idle_mhz=210,
         mig_slice_mib=9728,
         ib_rate_gbps=200.0,
+        nvlinks_per_gpu=12,
+        nvlink_speed_gbyte_s=25.0,
     ),
     GpuModel(
         key="A100-40GB",
@@ -68,6 +76,8 @@ _MODELS = (
         sm_clock_idle_mhz=210,
         mig_slice_mib=4864,
         ib_rate_gbps=200.0,
+        nvlinks_per_gpu=12,
+        nvlink_speed_gbyte_s=25.0,
     ),
     GpuModel(
         key="B200",
@@ -79,6 +89,8 @@ _MODELS = (
         sm_clock_idle_mhz=120,
         mig_slice_mib=23040,
         ib_rate_gbps=400.0,
+        nvlinks_per_gpu=18,
+        nvlink_speed_gbyte_s=53.125,
     ),
 )
 

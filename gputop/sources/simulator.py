@@ -35,8 +35,10 @@ from gputop.core.models import (
     SourceResult,
     XidEvent,
 )
+from gputop.core.parsers.topo import Topology
 from gputop.sources.gpu_models import GpuModel
 from gputop.sources.gpu_models import gpu_model as lookup_gpu_model
+from gputop.sources.hgx_board import board_nvlinks, board_topology
 
 STEP_S: Final = 1.0
 # Catching up after a long pause runs at most this many steps; older time is skipped, not simulated.
@@ -45,7 +47,8 @@ MAX_CATCH_UP_STEPS: Final = 120
 SILENT_BEFORE_START_S: Final = 45.0
 SLURM_NOT_RESPONDING_AFTER_S: Final = 30.0
 
-INCIDENT_KINDS: Final = (
+# Spread over the cluster by eighths (see incident_node_indices).
+_SPREAD_KINDS: Final = (
     "hot_gpu",
     "ecc_xid",
     "unresponsive",
@@ -55,6 +58,10 @@ INCIDENT_KINDS: Final = (
     "ib_down",
     "missing_gpu",
 )
+# Interconnect faults that only comparing a node with its peers reveals; they take nodes between the
+# spread ones, so they need a cluster of 16 nodes or more.
+_INTERCONNECT_KINDS: Final = ("nvlink_degraded", "ib_slow")
+INCIDENT_KINDS: Final = _SPREAD_KINDS + _INTERCONNECT_KINDS
 
 DRAIN_REASON: Final = "Xid 48 DBE on GPU2, RMA requested (OPS-4411)"
 
@@ -169,12 +176,17 @@ class Incident:
 
 def incident_node_indices(nodes: int) -> dict[str, int]:
     """Where each scripted incident lives: spread evenly over the cluster by fractions of the node count, so
-    they sit in the same places whatever the seed. A cluster under eight nodes gets the first few kinds."""
-    count = len(INCIDENT_KINDS)
+    they sit in the same places whatever the seed. A cluster under eight nodes gets the first few kinds; the
+    interconnect incidents come from 16 nodes on."""
+    count = len(_SPREAD_KINDS)
     if nodes < count:
-        return {kind: k for k, kind in enumerate(INCIDENT_KINDS[:nodes])}
+        return {kind: k for k, kind in enumerate(_SPREAD_KINDS[:nodes])}
     # Node k*n/8 + n/16: the middle of each eighth of the cluster.
-    return {kind: k * nodes // count + nodes // (2 * count) for k, kind in enumerate(INCIDENT_KINDS)}
+    at = {kind: k * nodes // count + nodes // (2 * count) for k, kind in enumerate(_SPREAD_KINDS)}
+    if nodes >= 2 * count:
+        # The starts of the second and third eighths: n/16 or more away from every spread incident.
+        at |= {kind: (k + 1) * nodes // count for k, kind in enumerate(_INTERCONNECT_KINDS)}
+    return at
 
 
 class _Job:
@@ -493,7 +505,7 @@ class SimulatedCluster:
         ]
 
     def _incident_gpu(self, kind: str) -> int:
-        wanted = {"hot_gpu": 3, "ecc_xid": 4, "mig": 7, "missing_gpu": 5}[kind]
+        wanted = {"hot_gpu": 3, "ecc_xid": 4, "mig": 7, "missing_gpu": 5, "nvlink_degraded": 5}[kind]
         return min(wanted, self.gpus_per_node - 1)
 
     def _setup_partitions(self) -> None:
@@ -1093,6 +1105,10 @@ class SimulatedCluster:
             ports = list(up)
             ports[3] = IbPort("mlx5_3", 1, "Down", "Disabled", None)
             self._ib[at["ib_down"]] = tuple(ports)
+        if "ib_slow" in at:
+            ports = list(up)
+            ports[3] = IbPort("mlx5_3", 1, "Active", "LinkUp", model.ib_rate_gbps / 2)  # trained a step lower
+            self._ib[at["ib_slow"]] = tuple(ports)
         if "ecc_xid" in at:
             k = self._incident_gpu("ecc_xid")
             bus = self._pci[k]
@@ -1141,6 +1157,34 @@ class SimulatedCluster:
         if "missing_gpu" in at:
             gone = self._incident_gpu("missing_gpu")
             self._fixups[at["missing_gpu"]] = lambda gpus: [s for s in gpus if s.index != gone]
+        self._facts = self._interconnect_facts()
+
+    def _interconnect_facts(self) -> list[dict[str, object]]:
+        """Each node's `topo -m` and `nvlink -s` facts, made once and reused by every sample, as the SSH
+        source reuses parsed facts until a command's output changes. Nodes that show the same board share
+        one topology object, as the SSH source's parse cache makes them share one."""
+        model = self.model
+        g_per = self.gpus_per_node
+        at = self._incident_at
+        missing = {at["missing_gpu"]: self._incident_gpu("missing_gpu")} if "missing_gpu" in at else {}
+        inactive: dict[int, list[tuple[int, int]]] = {}
+        if "nvlink_degraded" in at:
+            total = model.nvlinks_per_gpu
+            down = _stream(self.seed, "nvlink").sample(range(total), total // 3)  # a third failed to train
+            inactive[at["nvlink_degraded"]] = [(self._incident_gpu("nvlink_degraded"), k) for k in down]
+        boards: dict[tuple[tuple[int, ...], tuple[str, ...]], Topology] = {}
+        facts: list[dict[str, object]] = []
+        links, speed = model.nvlinks_per_gpu, model.nvlink_speed_gbyte_s
+        for i in range(self._n):
+            indices = tuple(k for k in range(g_per) if k != missing.get(i))
+            nics = tuple(port.ca_name for port in self._ib[i])
+            topology = boards.get((indices, nics))
+            if topology is None:
+                topology = boards[(indices, nics)] = board_topology(indices, g_per, nics, links)
+            gpus = [(k, model.name, self._uuid[i * g_per + k]) for k in indices]
+            nvlink = board_nvlinks(gpus, links, speed, inactive.get(i, ()))
+            facts.append({"topology": topology, "nvlink": nvlink})
+        return facts
 
     def _build_gpus(self, first: int = 0, stop: int | None = None) -> list[GpuSample]:
         """Every GPU's sample from the current state, in the units and precision nvidia-smi reports.
@@ -1240,6 +1284,7 @@ class SimulatedCluster:
             None,
             self._ib[i],
             self._xids[i],
+            self._facts[i],
         )
 
     def _slurm_state(self, t: float) -> SlurmState:
@@ -1319,6 +1364,13 @@ class SimulatedCluster:
                 text = f"GPU{gpu} in MIG mode: no utilization reported"
             elif kind == "ib_down":
                 text = "mlx5_3 port 1 down (Disabled)"
+            elif kind == "nvlink_degraded":
+                gpu = self._incident_gpu(kind)
+                total = self.model.nvlinks_per_gpu
+                text = f"GPU{gpu} has {total - total // 3} of {total} NVLinks active"
+            elif kind == "ib_slow":
+                rate = self.model.ib_rate_gbps
+                text = f"mlx5_3 trained at {rate / 2:g} Gb/s instead of {rate:g}"
             else:
                 gpu = self._incident_gpu(kind)
                 text = f"reports {g_per - 1} of {g_per} GPUs (GPU{gpu} missing)"

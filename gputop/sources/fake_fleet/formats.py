@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Final
 
 from gputop.core.models import GpuSample, IbPort, XidEvent
+from gputop.core.parsers.nvlink import GpuLinks
 
 NA: Final = "[N/A]"  # what --format=csv,nounits prints for a value the driver does not report
 
@@ -111,10 +112,18 @@ def gpu_list(gpus: Iterable[GpuSample], mig_devices: Mapping[int, Sequence[tuple
     return "".join(lines)
 
 
-def nvlink_status(gpus: Iterable[GpuSample], links: int, speed_gbs: float) -> str:
+def nvlink_status(gpus: Iterable[GpuLinks]) -> str:
     """``nvidia-smi nvlink -s``: each GPU, then a tab-and-space indented line per link."""
-    per_link = "".join(f"\t Link {k}: {speed_gbs:.3f} GB/s\n" for k in range(links))
-    return "".join(f"GPU {g.index}: {g.name} (UUID: {g.uuid})\n{per_link}" for g in gpus)
+    return "".join(
+        f"GPU {g.index}: {g.name} (UUID: {g.uuid})\n"
+        + "".join(
+            f"\t Link {link.index}: {link.speed_gbps:.3f} GB/s\n"
+            if link.active and link.speed_gbps is not None
+            else f"\t Link {link.index}: <inactive>\n"
+            for link in g.links
+        )
+        for g in gpus
+    )
 
 
 def device_handle_error(pci_bus_id: str) -> str:

@@ -12,10 +12,12 @@ from dataclasses import dataclass
 from typing import Final
 
 from gputop.core.models import GpuSample, NodeSample, XidEvent
+from gputop.core.parsers.nvlink import NvlinkStatus
+from gputop.core.parsers.topo import Topology
 from gputop.sources.commands import default_commands, metrics_stream
 from gputop.sources.fake_fleet import formats, mig
 from gputop.sources.fake_fleet.faults import Fault, Faults
-from gputop.sources.fake_fleet.topology import hgx_topology
+from gputop.sources.fake_fleet.topology import topology_text
 from gputop.sources.simulator import SimulatedCluster
 
 NVIDIA_SMI: Final = "nvidia-smi"
@@ -25,9 +27,6 @@ SHELL_SYNTAX_EXIT_STATUS: Final = 2
 MIN_STREAM_INTERVAL_S: Final = 0.05  # a guard against -lms 0 spinning the server
 JOURNAL_SINCE_S: Final = 3600.0  # the Xid command asks for --since -1h
 NO_MATCH_EXIT_STATUS: Final = 1  # journalctl --grep with nothing matched
-
-# NVLink per GPU by architecture: links and the per-link rate `nvlink -s` prints.
-_NVLINK_BY_MODEL_PREFIX: Final = (("A100", 12, 25.0), ("B", 18, 53.125), ("", 18, 26.562))
 
 _IB_GUID_BASE: Final = 0x946DAE0300000000
 
@@ -105,10 +104,6 @@ class Responder:
         self.unresponsive = frozenset(i.node for i in cluster.incidents if i.kind == "unresponsive")
         self._query = formats.QueryGpuFormatter()
         self._garbage = random.Random(f"gputop-fake-fleet:{cluster.seed}:garbage")  # noqa: S311 - test noise
-        model_key = cluster.model.key
-        self._nvlinks, self._nvlink_gbs = next(
-            (links, gbs) for prefix, links, gbs in _NVLINK_BY_MODEL_PREFIX if model_key.startswith(prefix)
-        )
         self._views: dict[tuple[str, bool], NodeView] = {}
         self._views_step = -1.0
 
@@ -179,11 +174,15 @@ class Responder:
             devices = {layout.gpu_index: layout.devices() for layout in self.mig_layouts(view)}
             return Reply(formats.gpu_list(view.gpus, devices).encode())
         if name == "topology":
-            nics = sorted({p.ca_name for p in view.sample.ib_ports}, key=_natural)
-            text = hgx_topology([g.index for g in view.gpus], self.cluster.gpus_per_node, nics, self._nvlinks)
-            return Reply(text.encode())
+            topology = view.sample.facts.get("topology")
+            if not isinstance(topology, Topology):
+                return Reply()  # the simulator gives every node one; nothing to print without it
+            return Reply(topology_text(topology, {f"GPU{g.index}" for g in view.gpus}).encode())
         if name == "nvlink":
-            return Reply(formats.nvlink_status(view.gpus, self._nvlinks, self._nvlink_gbs).encode())
+            status = view.sample.facts.get("nvlink")
+            seen = {g.index for g in view.gpus}
+            gpus = status.gpus if isinstance(status, NvlinkStatus) else ()
+            return Reply(formats.nvlink_status(g for g in gpus if g.index in seen).encode())
         if name.startswith("mig_"):
             return self._mig(view, name)
         if name == "ibstat":
@@ -235,9 +234,3 @@ class Responder:
                 out += b",,,,\r\n"
         out += b"\xc0\xaf"  # an overlong encoding: never valid UTF-8, whatever the random bytes were
         return bytes(out)
-
-
-def _natural(name: str) -> tuple[str, int]:
-    """mlx5_2 before mlx5_10, so NIC numbers follow the adapters' order."""
-    head, _, tail = name.rpartition("_")
-    return (head, int(tail)) if tail.isdigit() else (name, -1)

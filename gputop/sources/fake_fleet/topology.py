@@ -1,11 +1,13 @@
-"""``nvidia-smi topo -m`` for a fake node: an HGX board (every GPU pair bonded over NVLink, one NIC beside
-each GPU on its PCIe switch, two NUMA nodes) in the tab-separated layout the driver prints."""
+"""``nvidia-smi topo -m`` for a fake node: the simulator's topology fact in the tab-separated layout the
+driver prints."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Final
+
+from gputop.core.parsers.topo import Topology
 
 _LEGEND: Final = """
 Legend:
@@ -18,9 +20,6 @@ Legend:
   PIX  = Connection traversing at most a single PCIe bridge
   NV#  = Connection traversing a bonded set of # NVLinks
 """
-
-# Two 56-core sockets with hyper-threading, as on a DGX H100: each NUMA node's cores and their siblings.
-_CPU_AFFINITY: Final = ("0-55,112-167", "56-111,168-223")
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,40 +55,19 @@ def format_topo(
     return text
 
 
-def hgx_topology(
-    gpu_indices: Sequence[int], gpus_per_node: int, nic_names: Sequence[str], nvlinks: int
-) -> str:
-    """The board of a node whose GPUs ``gpu_indices`` answer (a missing GPU leaves its row out).
-
-    GPU k sits in the first NUMA node when k is in the first half of the board; NIC j shares a PCIe switch
-    with GPU j.
-    """
-    half = max(1, gpus_per_node // 2)
-
-    def numa_of_gpu(k: int) -> int:
-        return 0 if k < half else 1
-
-    def numa_of_nic(j: int) -> int:
-        return numa_of_gpu(j % gpus_per_node)
-
-    n_gpu = len(gpu_indices)
-    size = n_gpu + len(nic_names)
-    cells = [["X"] * size for _ in range(size)]
-    for r in range(size):
-        for c in range(size):
-            if r == c:
-                continue
-            if r < n_gpu and c < n_gpu:
-                cells[r][c] = f"NV{nvlinks}"
-                continue
-            if r < n_gpu or c < n_gpu:
-                gpu, nic = (gpu_indices[r], c - n_gpu) if r < n_gpu else (gpu_indices[c], r - n_gpu)
-                if nic % gpus_per_node == gpu:
-                    cells[r][c] = "PIX"
-                    continue
-                same = numa_of_gpu(gpu) == numa_of_nic(nic)
-            else:
-                same = numa_of_nic(r - n_gpu) == numa_of_nic(c - n_gpu)
-            cells[r][c] = "NODE" if same else "SYS"
-    affinity = [GpuAffinity(_CPU_AFFINITY[numa_of_gpu(k)], str(numa_of_gpu(k))) for k in gpu_indices]
-    return format_topo([f"GPU{k}" for k in gpu_indices], nic_names, cells, affinity)
+def topology_text(topology: Topology, gpus: Collection[str] | None = None) -> str:
+    """``topology`` (a complete matrix, as the simulator makes) as the driver prints it; ``gpus`` (labels
+    such as GPU0) leaves out the GPUs a node no longer sees, as a GPU that fell off the bus drops out."""
+    gpu_labels = [d for d in topology.gpus if gpus is None or d in gpus]
+    nic_labels = list(topology.nics)
+    labels = gpu_labels + nic_labels
+    cells = [[topology.links[(row, column)] for column in labels] for row in labels]
+    affinity = [
+        GpuAffinity(
+            topology.cpu_affinity(gpu) or "N/A",
+            topology.numa_affinity(gpu) or "N/A",
+            topology.gpu_numa_id(gpu) or "N/A",
+        )
+        for gpu in gpu_labels
+    ]
+    return format_topo(gpu_labels, [topology.nic_name(nic) for nic in nic_labels], cells, affinity)
