@@ -62,6 +62,17 @@ def test_node_screen_with_mig_gpu(snap_compare: Compare) -> None:
     assert snap_compare(demo_app(), terminal_size=SIZE, run_before=_open("mig"))
 
 
+def test_node_screen_topology_pane_at_80_columns(snap_compare: Compare) -> None:
+    """The narrow layout: GPU3 selected in the pane, its nearest NIC the one whose port is down."""
+
+    async def run(pilot: Pilot[None]) -> None:
+        await _open("ib_down")(pilot)
+        await pilot.press("i", "down", "down", "down")
+        await pilot.pause()
+
+    assert snap_compare(demo_app(), terminal_size=(80, 50), run_before=run)
+
+
 def test_help_screen(snap_compare: Compare) -> None:
     assert snap_compare(demo_app(), terminal_size=SIZE, run_before=_ready, press=["question_mark"])
 

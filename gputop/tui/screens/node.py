@@ -1,4 +1,4 @@
-"""The node screen: every GPU of one node, and what is wrong with it."""
+"""The node screen: every GPU of one node, what is wrong with it, and how its GPUs and NICs connect."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from gputop.core.summary import ClusterView, NodeRow
 from gputop.tui import format as fmt
 from gputop.tui.palette import Palette
 from gputop.tui.widgets.status_header import StatusHeader
+from gputop.tui.widgets.topology_pane import TopologyPane
 
 if TYPE_CHECKING:
     from gputop.tui.app import GputopApp
@@ -89,6 +90,9 @@ class NodeScreen(Screen[None]):
         Binding("right_square_bracket", "step(1)", "Next node"),
         Binding("d", "drain", "Drain"),
         Binding("R", "resume", "Resume"),
+        # The pane's own keys (up/down/j/k pick the GPU whose row, nearest NIC and NVLink peers it marks)
+        # work while it has the focus; the GPU table's cursor picks the same GPU.
+        Binding("i", "toggle_topology", "Topology: select a GPU (\u2191\u2193)"),
     ]
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
@@ -104,7 +108,7 @@ class NodeScreen(Screen[None]):
     NodeScreen { layout: vertical; }
     #node-title { height: 1; padding: 0 1; background: $surface; text-style: bold; }
     #gpus { height: auto; max-height: 60%; }
-    #details { height: 1fr; padding: 0 1; }
+    #details { height: 1fr; padding: 0 1; scrollbar-size-vertical: 1; }
     """
 
     def __init__(self, node_name: str) -> None:
@@ -126,6 +130,7 @@ class NodeScreen(Screen[None]):
         yield table
         with VerticalScroll(id="details"):
             yield Static("", id="details-text")
+            yield TopologyPane(id="topology")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -138,6 +143,23 @@ class NodeScreen(Screen[None]):
 
     def action_back(self) -> None:
         self.app.pop_screen()
+
+    def action_toggle_topology(self) -> None:
+        pane = self.query_one(TopologyPane)
+        if pane.has_focus:
+            self.query_one("#gpus", DataTable).focus()
+        else:
+            pane.focus()
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if event.row_key.value is not None:
+            self.query_one(TopologyPane).select_gpu(int(event.row_key.value))
+
+    def on_topology_pane_gpu_selected(self, event: TopologyPane.GpuSelected) -> None:
+        table: DataTable[Text | str] = self.query_one("#gpus", DataTable)
+        key = str(event.index)
+        if key in table.rows:
+            table.move_cursor(row=table.get_row_index(key))
 
     def action_step(self, step: int) -> None:
         view = self.gputop.view
@@ -163,6 +185,7 @@ class NodeScreen(Screen[None]):
         self._update_title(node, row, palette)
         self._update_gpus(node, view.snapshot.slurm, palette)
         self.query_one("#details-text", Static).update(self._details(node, row, view, palette))
+        self.query_one(TopologyPane).show(node)
 
     def _update_title(self, node: NodeSample, row: NodeRow, palette: Palette) -> None:
         title = Text(no_wrap=True, overflow="ellipsis")
@@ -234,12 +257,6 @@ class NodeScreen(Screen[None]):
                 elapsed = format_age(now_s - job.start_time_s) if job.start_time_s else "-"
                 who = f"{job.user}, {job.partition}"
                 text.append(f"  job {job.job_id} {job.name} ({who}) GPUs {held}, running {elapsed}\n")
-        if node.ib_ports:
-            text.append("\nInfiniBand\n", style="bold")
-            for port in node.ib_ports:
-                rate = f"{port.rate_gbps:g} Gb/s" if port.rate_gbps else "-"
-                style = palette.text if port.is_up else palette.severity[Severity.CRIT]
-                text.append(f"  {port.label:<16} {port.state:<8} {port.physical_state:<10} {rate}\n", style)
         if node.xid_events:
             text.append("\nXid events\n", style="bold")
             for event in node.xid_events:
