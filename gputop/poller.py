@@ -19,6 +19,7 @@ from gputop.core.config import PollConfig, Thresholds
 from gputop.core.health import format_age
 from gputop.core.heatmap import CellCodes, cell_codes
 from gputop.core.idle import IdleTracker
+from gputop.core.interconnect_deviations import InterconnectTracker
 from gputop.core.jobs import job_rows
 from gputop.core.metrics import Metric, heat_scales
 from gputop.core.models import (
@@ -67,6 +68,7 @@ class Poller:
         self.last_tick_cpu_s: float = 0.0
         # A tick that comes late (a slow source, a suspended laptop) counts as at most two intervals of
         # idleness, so a pause is never mistaken for a GPU sitting idle.
+        self.interconnect_tracker = InterconnectTracker()
         self.idle_tracker = IdleTracker(
             thresholds.idle_util_pct, thresholds.idle_minutes, max_step_s=max(60.0, 2 * poll.interval_s)
         )
@@ -145,6 +147,7 @@ class Poller:
         )
         previous = self.view
         idle = self.idle_tracker.update(snapshot)
+        interconnect = self.interconnect_tracker.update(snapshot.nodes)
         rows: dict[str, NodeRow] = {}
         cells: dict[str, CellCodes] = {}
         metric = self.cell_metric
@@ -153,7 +156,9 @@ class Poller:
         # Derived a slice at a time, yielding between slices: a 1,000-node cluster never holds a key press.
         for start in range(0, len(snapshot.nodes), DERIVE_CHUNK_NODES):
             chunk = snapshot.nodes[start : start + DERIVE_CHUNK_NODES]
-            chunk_rows = derive_rows(snapshot, chunk, self.thresholds, previous, idle=idle)
+            chunk_rows = derive_rows(
+                snapshot, chunk, self.thresholds, previous, idle=idle, interconnect=interconnect
+            )
             for node in chunk:
                 row = chunk_rows[node.name]
                 if reuse_cells and previous is not None and previous.rows.get(node.name) is row:
@@ -172,6 +177,7 @@ class Poller:
             idle=idle,
             jobs=jobs,
             source_errors=tuple(self._source_errors.values()),
+            interconnect=interconnect,
         )
         delta = diff_snapshots(previous.snapshot if previous else None, snapshot)
         self.view = view

@@ -66,3 +66,31 @@ async def test_app_watches_the_fleet_and_names_a_failing_node(tmp_path: Path) ->
             assert isinstance(app.screen, NodeScreen)
             details = str(app.screen.query_one("#details-text").render())
             assert "unable to determine the device handle" in details
+
+
+async def test_fleet_deviations_show_on_the_table_and_the_node_screen_over_ssh(tmp_path: Path) -> None:
+    """16 fake nodes (the fewest holding the interconnect incidents): once topology, NVLink and ibstat have
+    been read over SSH, the node whose GPU5 lost 6 NVLinks and the one with a slow port say so."""
+    async with run_fleet(nodes=16, port=0, state_dir=tmp_path / "fleet") as fleet:
+        config = load_config(fleet.config_path)
+        poll = dataclasses.replace(config.poll, interval_s=0.3, slow_facts_interval_s=2.0)
+        config = dataclasses.replace(config, poll=poll)
+        app = build_cluster_app(config, config.clusters[0])
+        degraded = next(i.node for i in fleet.cluster.incidents if i.kind == "nvlink_degraded")
+        slow = next(i.node for i in fleet.cluster.incidents if i.kind == "ib_slow")
+
+        def said(view: ClusterView, node: str) -> list[str]:
+            return [p.message for p in view.rows[node].problems if p.kind == "interconnect"]
+
+        async with app.run_test(size=(200, 50)) as pilot:
+            view = await until(app, lambda v: bool(said(v, degraded)) and bool(said(v, slow)), timeout_s=30)
+            assert said(view, degraded) == ["GPU5 has 12 of 18 NVLinks active"]
+            assert said(view, slow) == ["mlx5_3 at 200 Gb/s, peers at 400"]
+            await pilot.press("slash", *"kind=interconnect")
+            await pilot.pause()
+            assert set(app.screen.query_one(NodeTable).order) == {degraded, slow}
+            app.open_node(degraded)
+            await pilot.pause()
+            assert isinstance(app.screen, NodeScreen)
+            details = str(app.screen.query_one("#details-text").render())
+            assert "GPU5 has 12 of 18 NVLinks active" in details

@@ -3,6 +3,7 @@
 Terms are separated by spaces and must all match:
   temp>85  util<5  mem>=90  power>600  gpus<8   numeric comparisons (>, >=, <, <=, =, !=)
   state=down  slurm=drain  sev=crit               text fields (prefix match, case-insensitive)
+  kind=interconnect  kind=xid                     nodes with a problem of that kind (prefix match)
   gpu[001-016]                                    a node set
   idle  idle>=4                                   GPUs held idle by a running job (Slurm's idle: slurm=idle)
   xid  drain  gpu04                               plain text: part of the name, states or problems
@@ -109,6 +110,12 @@ def _comparison(term: str, field: str, op: str, value: str) -> Predicate:
             return actual is not None and compare(actual, threshold)
 
         return numeric
+    if field == "kind":
+        if op not in ("=", "!="):
+            raise FilterError(f"'{term}': kind takes = or !=, not {op}")
+        kind = value.lower()
+        negate_kind = op == "!="
+        return lambda row: any(p.kind.startswith(kind) for p in row.problems) != negate_kind
     if field in TEXT_FIELDS:
         if op not in ("=", "!="):
             raise FilterError(f"'{term}': {field} takes = or !=, not {op}")
@@ -116,7 +123,7 @@ def _comparison(term: str, field: str, op: str, value: str) -> Predicate:
         wanted = value.lower()
         negate = op == "!="
         return lambda row: text_getter(row).lower().startswith(wanted) != negate
-    known = ", ".join([*NUMERIC_FIELDS, *TEXT_FIELDS])
+    known = ", ".join([*NUMERIC_FIELDS, *TEXT_FIELDS, "kind"])
     raise FilterError(f"'{term}': unknown field '{field}' (known: {known})")
 
 

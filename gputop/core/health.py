@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from gputop.core.config import Thresholds
 from gputop.core.idle import IdleGpu
+from gputop.core.interconnect_deviations import Deviation
 from gputop.core.models import NodeSample, Reachability, Severity, SlurmNode
 
 # Xid codes that point at the hardware or the driver rather than at the user's program.
@@ -69,8 +70,13 @@ def assess_node(
     now_s: float,
     *,
     idle_gpus: Sequence[IdleGpu] = (),
+    interconnect: Sequence[Deviation] = (),
 ) -> tuple[Problem, ...]:
     """Every problem on one node, worst first.
+
+    ``interconnect``: how the node's links differ from its peers'
+    (`gputop.core.interconnect_deviations.FleetInterconnect.of`); a port already reported down by its own
+    state is not reported again as a deviation.
 
     ``idle_gpus``: the node's GPUs that a running job holds idle for longer than the configured minutes
     (`gputop.core.idle.IdleState.flagged_by_node`); each job holding some gets one WARN of kind "idle".
@@ -138,6 +144,11 @@ def assess_node(
             add(Severity.CRIT, None, "slurm", f"Slurm: down{reason}")
 
     found.extend(idle_problems(name, idle_gpus))
+
+    said = {p.message for p in found if p.kind == "ib"}
+    for deviation in interconnect:
+        if deviation.message not in said:
+            add(deviation.severity, deviation.gpu_index, deviation.kind, deviation.message)
 
     found.sort(key=lambda p: p.sort_key)
     return tuple(found)

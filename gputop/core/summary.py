@@ -14,6 +14,7 @@ from gputop.core.config import Thresholds
 from gputop.core.health import Problem, assess_node, idle_problems
 from gputop.core.heatmap import CellCodes
 from gputop.core.idle import IdleGpu, IdleState
+from gputop.core.interconnect_deviations import Deviation, FleetInterconnect
 from gputop.core.jobs import JobRow, job_rows
 from gputop.core.metrics import Metric
 from gputop.core.models import ClusterSnapshot, NodeSample, Reachability, Severity, SlurmNode, percent
@@ -42,6 +43,8 @@ class NodeRow:
     idle_gpu_indices: frozenset[int] = frozenset()
     # this node's "idle" problems, also in `problems`: the row is rebuilt when they read differently
     idle_problems: tuple[Problem, ...] = field(default=(), compare=False, repr=False)
+    # how its links differ from its peers' (also in `problems`): the row is rebuilt when they change
+    interconnect: tuple[Deviation, ...] = field(default=(), compare=False, repr=False)
 
     @property
     def idle_gpu_count(self) -> int:
@@ -91,6 +94,8 @@ class ClusterView:
     jobs: Mapping[str, JobRow] = field(default_factory=dict)
     # sources that failed this tick, as "<source>: <reason>" (their last good data is still shown)
     source_errors: tuple[str, ...] = ()
+    # every node's links compared with its peers' (gputop.core.interconnect_deviations)
+    interconnect: FleetInterconnect | None = None
 
 
 def _mean(values: list[float]) -> float | None:
@@ -104,8 +109,9 @@ def node_row(
     now_s: float,
     *,
     idle_gpus: tuple[IdleGpu, ...] = (),
+    interconnect: tuple[Deviation, ...] = (),
 ) -> NodeRow:
-    problems = assess_node(node, slurm, thresholds, now_s, idle_gpus=idle_gpus)
+    problems = assess_node(node, slurm, thresholds, now_s, idle_gpus=idle_gpus, interconnect=interconnect)
     utils: list[float] = []
     temps: list[float] = []
     mem_used = mem_total = power = power_limit = 0.0
@@ -142,6 +148,7 @@ def node_row(
         slurm=slurm,
         idle_gpu_indices=frozenset(gpu.index for gpu in idle_gpus),
         idle_problems=tuple(p for p in problems if p.kind == "idle") if idle_gpus else (),
+        interconnect=interconnect,
     )
 
 
@@ -151,12 +158,21 @@ def build_view(
     previous: ClusterView | None = None,
     *,
     idle: IdleState | None = None,
+    interconnect: FleetInterconnect | None = None,
 ) -> ClusterView:
     """``idle``: the `IdleTracker`'s state for this snapshot; its flagged GPUs become "idle" problems and
-    the job rows' idle figures."""
-    rows = derive_rows(snapshot, snapshot.nodes, thresholds, previous, idle=idle)
+    the job rows' idle figures. ``interconnect``: the `InterconnectTracker`'s comparison of the nodes'
+    links with their peers'; each deviation becomes a problem of kind "interconnect"."""
+    rows = derive_rows(snapshot, snapshot.nodes, thresholds, previous, idle=idle, interconnect=interconnect)
     jobs = job_rows(snapshot, idle, previous.jobs if previous is not None else None)
-    return ClusterView(snapshot=snapshot, rows=rows, summary=summarize(rows.values()), idle=idle, jobs=jobs)
+    return ClusterView(
+        snapshot=snapshot,
+        rows=rows,
+        summary=summarize(rows.values()),
+        idle=idle,
+        jobs=jobs,
+        interconnect=interconnect,
+    )
 
 
 def derive_rows(
@@ -166,10 +182,13 @@ def derive_rows(
     previous: ClusterView | None = None,
     *,
     idle: IdleState | None = None,
+    interconnect: FleetInterconnect | None = None,
 ) -> dict[str, NodeRow]:
     """Rows for some of the snapshot's nodes, reusing the previous view's row where nothing changed.
-    Callers that must stay responsive derive a large cluster a slice at a time. ``idle`` as in build_view.
+    Callers that must stay responsive derive a large cluster a slice at a time. ``idle`` and
+    ``interconnect`` as in build_view.
     """
+    deviations: Mapping[str, tuple[Deviation, ...]] = interconnect.deviations if interconnect else {}
     slurm_nodes: Mapping[str, SlurmNode] = snapshot.slurm.nodes if snapshot.slurm else {}
     old_rows: Mapping[str, NodeRow] = previous.rows if previous else {}
     idle_by_node: Mapping[str, tuple[IdleGpu, ...]] = idle.flagged_by_node if idle is not None else {}
@@ -180,6 +199,7 @@ def derive_rows(
         slurm = slurm_nodes.get(name)
         old = old_rows.get(name)
         idle_gpus = idle_by_node.get(name, ())
+        differs = deviations.get(name, ())
         # A stale or down node's problem text carries its age, so it is redone every tick; an idle GPU's
         # text carries its idle minutes and is compared (only nodes with idle GPUs pay for it).
         if (
@@ -188,10 +208,11 @@ def derive_rows(
             and old.slurm is slurm
             and node.reachability is Reachability.OK
             and (old.idle_problems == idle_problems(name, idle_gpus) if idle_gpus else not old.idle_problems)
+            and old.interconnect == differs
         ):
             rows[name] = old
         else:
-            rows[name] = node_row(node, slurm, thresholds, now_s, idle_gpus=idle_gpus)
+            rows[name] = node_row(node, slurm, thresholds, now_s, idle_gpus=idle_gpus, interconnect=differs)
     return rows
 
 

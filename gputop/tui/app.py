@@ -156,7 +156,8 @@ class GputopApp(App[None]):
         self.view = message.view
         screen = self.screen
         apply = getattr(screen, "apply_view", None)
-        if apply is not None:
+        # A screen just pushed has no widgets until it is mounted; it shows the latest view when it is.
+        if apply is not None and screen.is_mounted:
             with self.batch_update():
                 apply(message.view, message.delta)
         self._announce_source_problems(message.view)
