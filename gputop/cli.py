@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import functools
 import os
 import sys
 from collections.abc import Sequence
@@ -21,29 +20,17 @@ NO_CONFIG_HELP = """\
 gputop: no config found. Try the built-in demo cluster:  gputop --demo
 To watch your cluster, write {path} (see config.example.yaml) or pass --config FILE."""
 
-DEMO_CLUSTER_NAME = "demo"
-DEMO_HISTORY_MAX_S = 15 * 60.0  # replaying more would delay a large demo's first frame for little
-
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gputop",
         description="A terminal dashboard for GPU clusters: every GPU on one screen, Slurm and InfiniBand "
         "beside it, and safe actions from the keyboard.",
+        epilog="Other commands (each takes --help): gputop check and gputop snapshot --json (one round "
+        "without the UI, for cron and monitoring), gputop parse, gputop fake-fleet.",
     )
     parser.add_argument("--version", action="version", version=f"gputop {__version__}")
-    parser.add_argument(
-        "--config",
-        metavar="FILE",
-        help="config file (default: $GPUTOP_CONFIG, then $XDG_CONFIG_HOME/gputop/config.yaml)",
-    )
-    parser.add_argument("--cluster", metavar="NAME", help="which cluster of the config to open")
-    parser.add_argument("--demo", action="store_true", help="open a simulated cluster (no config needed)")
-    parser.add_argument("--demo-nodes", type=int, metavar="N", help="demo cluster size (default 32)")
-    parser.add_argument(
-        "--demo-gpu", metavar="MODEL", help="demo GPU model: H100, H200, A100-80GB, A100-40GB, B200"
-    )
-    parser.add_argument("--seed", type=int, help="demo random seed (same seed, same cluster)")
+    add_source_arguments(parser)
     parser.add_argument(
         "--theme",
         metavar="NAME",
@@ -53,11 +40,27 @@ def build_parser() -> argparse.ArgumentParser:
         "--metric", choices=[m.value for m in Metric], help="what the cluster map shows first"
     )
     parser.add_argument("--read-only", action="store_true", help="no actions that change the cluster")
-    parser.add_argument("--local", action="store_true", help="watch this machine's GPUs through NVML")
     return parser
 
 
-def _load_config(args: argparse.Namespace) -> Config | None:
+def add_source_arguments(parser: argparse.ArgumentParser) -> None:
+    """What to watch: the options the dashboard and the headless commands share."""
+    parser.add_argument(
+        "--config",
+        metavar="FILE",
+        help="config file (default: $GPUTOP_CONFIG, then $XDG_CONFIG_HOME/gputop/config.yaml)",
+    )
+    parser.add_argument("--cluster", metavar="NAME", help="which cluster of the config to watch")
+    parser.add_argument("--demo", action="store_true", help="a simulated cluster (no config needed)")
+    parser.add_argument("--demo-nodes", type=int, metavar="N", help="demo cluster size (default 32)")
+    parser.add_argument(
+        "--demo-gpu", metavar="MODEL", help="demo GPU model: H100, H200, A100-80GB, A100-40GB, B200"
+    )
+    parser.add_argument("--seed", type=int, help="demo random seed (same seed, same cluster)")
+    parser.add_argument("--local", action="store_true", help="this machine's GPUs, read through NVML")
+
+
+def load_args_config(args: argparse.Namespace) -> Config | None:
     from gputop.config_file import find_config_path, load_config
 
     path = find_config_path(args.config, os.environ)
@@ -66,7 +69,7 @@ def _load_config(args: argparse.Namespace) -> Config | None:
     return load_config(path)
 
 
-def _demo_config(config: Config, args: argparse.Namespace) -> Config:
+def demo_config(config: Config, args: argparse.Namespace) -> Config:
     import dataclasses
 
     demo = config.demo
@@ -80,7 +83,7 @@ def _demo_config(config: Config, args: argparse.Namespace) -> Config:
     return dataclasses.replace(config, demo=dataclasses.replace(demo, **changes))
 
 
-def _check_demo_args(args: argparse.Namespace) -> str | None:
+def check_demo_args(args: argparse.Namespace) -> str | None:
     from gputop.sources.gpu_models import GPU_MODELS
 
     if args.demo_nodes is not None and not 1 <= args.demo_nodes <= 5000:
@@ -100,14 +103,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         from gputop.sources.fake_fleet.cli import main as fleet_main
 
         return fleet_main(words[1:])
+    if words[:1] in (["check"], ["snapshot"]):
+        from gputop.headless.command import main as headless_main
+
+        return headless_main(words[0], words[1:])
     args = build_parser().parse_args(words)
     try:
-        config = _load_config(args)
+        config = load_args_config(args)
     except ConfigError as err:
         print(f"gputop: bad config\n{err}", file=sys.stderr)
         return 2
     if args.local and not args.demo:
-        config = _local_config(config or Config.default())
+        config = local_config(config or Config.default())
     if not args.demo:
         if config is None:
             from gputop.config_file import default_config_path
@@ -115,11 +122,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(NO_CONFIG_HELP.format(path=default_config_path(os.environ)), file=sys.stderr)
             return 2
         return _run_cluster(config, args)
-    problem = _check_demo_args(args)
+    problem = check_demo_args(args)
     if problem:
         print(f"gputop: {problem}", file=sys.stderr)
         return 2
-    config = _demo_config(config or Config.default(), args)
+    config = demo_config(config or Config.default(), args)
     app = build_demo_app(
         config,
         theme=args.theme,
@@ -130,7 +137,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def _local_config(config: Config) -> Config:
+def local_config(config: Config) -> Config:
     """This machine alone, read through NVML: `gputop --local` on a GPU node needs no config."""
     import dataclasses
     import socket
@@ -171,30 +178,14 @@ def build_demo_app(
 ) -> GputopApp:
     """The app on the simulator. Tests and screenshot scripts pass a frozen clock."""
     from gputop.clock import SystemClock
-    from gputop.sources.demo import SimulatorSource
-    from gputop.sources.simulator import SILENT_BEFORE_START_S, SimulatedCluster
+    from gputop.cluster_app import DEMO_CLUSTER_NAME, demo_source
     from gputop.tui import app as tui_app
 
     real_clock: Clock = clock if clock is not None else SystemClock()
-    demo = config.demo
-    # The simulated cluster starts a little before now and its past is replayed to the poller, so GPUs
-    # held idle show as idle on the first frame rather than after the configured minutes.
-    history_s = min(DEMO_HISTORY_MAX_S, config.thresholds.idle_minutes * 60.0 + 60.0)
-    now_s = real_clock.now()
-    start_time_s = now_s - history_s
-    cluster = functools.partial(
-        SimulatedCluster,
-        nodes=demo.nodes,
-        gpus_per_node=demo.gpus_per_node,
-        gpu_model=demo.gpu_model,
-        seed=demo.seed,
-        start_time_s=start_time_s,
-        silent_at_s=now_s - SILENT_BEFORE_START_S,
-    )
     settings = tui_app.AppSettings(
         config=config,
         cluster_name=DEMO_CLUSTER_NAME,
-        sources=[SimulatorSource(cluster, history_s=history_s)],
+        sources=[demo_source(config, real_clock)],
         clock=real_clock,
         is_demo=True,
         theme=theme,

@@ -1,4 +1,8 @@
-"""Building the app for a configured cluster: which sources watch it, and how the UI is told about them."""
+"""Which sources watch a cluster (a configured one, or the demo's simulator), and the app built on them.
+
+Nothing here imports Textual at module level: the headless commands (`gputop check`, `gputop snapshot`)
+build their sources here too.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +15,11 @@ from gputop.core.metrics import Metric
 if TYPE_CHECKING:
     from gputop.clock import Clock
     from gputop.sources.base import Source
+    from gputop.sources.demo import SimulatorSource
     from gputop.tui.app import GputopApp
+
+DEMO_CLUSTER_NAME = "demo"
+DEMO_HISTORY_MAX_S = 15 * 60.0  # replaying more would delay a large demo's first frame for little
 
 
 class LaunchError(Exception):
@@ -50,6 +58,29 @@ def sources_for(cluster: ClusterConfig, config: Config, clock: Clock) -> list[So
 
         sources.append(SlurmSource(cluster, clock.now, poll=config.poll))
     return sources
+
+
+def demo_source(config: Config, clock: Clock) -> SimulatorSource:
+    """The simulator for ``config.demo``, started a little before now: its past is replayed to the
+    poller, so GPUs held idle show as idle on the first frame rather than after the configured minutes."""
+    import functools
+
+    from gputop.sources.demo import SimulatorSource
+    from gputop.sources.simulator import SILENT_BEFORE_START_S, SimulatedCluster
+
+    demo = config.demo
+    history_s = min(DEMO_HISTORY_MAX_S, config.thresholds.idle_minutes * 60.0 + 60.0)
+    now_s = clock.now()
+    cluster = functools.partial(
+        SimulatedCluster,
+        nodes=demo.nodes,
+        gpus_per_node=demo.gpus_per_node,
+        gpu_model=demo.gpu_model,
+        seed=demo.seed,
+        start_time_s=now_s - history_s,
+        silent_at_s=now_s - SILENT_BEFORE_START_S,
+    )
+    return SimulatorSource(cluster, history_s=history_s)
 
 
 def with_nodes_from_slurm(cluster: ClusterConfig) -> ClusterConfig:

@@ -1,0 +1,97 @@
+"""`gputop check`'s output: one line per problem and a summary line, or one JSON document.
+
+The JSON keys are a contract with scripts and monitoring: SCHEMA_VERSION goes up when one is renamed,
+removed or changes meaning (adding a key does not), and README.md documents them.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from gputop.headless.round import Round
+from gputop.headless.verdict import ExitStatus, Finding, Verdict
+
+SCHEMA_VERSION = 1
+
+
+def check_lines(round_: Round, verdict: Verdict) -> list[str]:
+    """``CRIT gpu042 GPU3 Xid 79: GPU has fallen off the bus`` per problem, worst first, then the summary."""
+    lines = [finding_line(f) for f in verdict.findings]
+    lines.append(summary_line(round_, verdict))
+    return lines
+
+
+def finding_line(finding: Finding) -> str:
+    where = f"{finding.node} " if finding.node is not None else ""
+    # one line per problem, also for a message that quotes a command's several lines of stderr
+    message = " / ".join(line.strip() for line in finding.message.splitlines() if line.strip())
+    return f"{finding.severity.value.upper()} {where}{message}"
+
+
+def summary_line(round_: Round, verdict: Verdict) -> str:
+    status = verdict.status.name
+    if verdict.status is ExitStatus.UNKNOWN:
+        said = f"nothing answered within {round_.timeout_s:g}s"
+    else:
+        counts = f"{verdict.crit} crit, {verdict.warn} warn" if verdict.findings else "no problems"
+        said = f"{counts} on {verdict.nodes_answering} of {verdict.nodes} nodes answering"
+    return f"gputop check: {status}: {said} ({round_.cluster})"
+
+
+def check_document(round_: Round, verdict: Verdict) -> dict[str, Any]:
+    return {
+        **round_header(round_, verdict),
+        "exit_status": int(verdict.status),
+        "problems": [finding_document(f) for f in verdict.findings],
+    }
+
+
+def failure_document(message: str) -> dict[str, Any]:
+    """What `check --json` prints when it could not check at all (exit status 3)."""
+    return {
+        "schema": SCHEMA_VERSION,
+        "status": ExitStatus.UNKNOWN.word,
+        "exit_status": int(ExitStatus.UNKNOWN),
+        "error": message,
+    }
+
+
+def round_header(round_: Round, verdict: Verdict) -> dict[str, Any]:
+    """The keys `check --json` and `snapshot --json` share."""
+    summary = round_.view.summary
+    return {
+        "schema": SCHEMA_VERSION,
+        "cluster": round_.cluster,
+        "demo": round_.is_demo,
+        "taken_at_s": round_.view.snapshot.taken_at_s,
+        "timeout_s": round_.timeout_s,
+        "elapsed_s": round(round_.elapsed_s, 3),
+        "status": verdict.status.word,
+        "summary": {
+            "nodes": verdict.nodes,
+            "nodes_answering": verdict.nodes_answering,
+            "nodes_stale": summary.nodes_stale,
+            "nodes_down": summary.nodes_down,
+            "gpus": summary.gpu_count,
+            "util_mean_pct": finite(summary.util_mean_pct),
+            "power_w": finite(summary.power_w),
+            "crit": verdict.crit,
+            "warn": verdict.warn,
+        },
+    }
+
+
+def finding_document(finding: Finding) -> dict[str, Any]:
+    return {
+        "severity": finding.severity.value,
+        "node": finding.node,
+        "gpu": finding.gpu_index,
+        "kind": finding.kind,
+        "message": finding.message,
+    }
+
+
+def finite(value: float | None) -> float | None:
+    """JSON has no NaN or infinity: an unusable number is null, as an unread one is."""
+    return value if value is not None and math.isfinite(value) else None
