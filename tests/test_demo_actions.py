@@ -234,6 +234,9 @@ def test_scripted_drained_node_resumes_and_takes_jobs_again() -> None:
     scripted = node(cluster, name)
     assert scripted.drained and scripted.reason == DRAIN_REASON
     assert running_on(slurm(cluster), name) == set()
+    # Its GPU 0 waits in MIG mode, which Slurm cannot hand out as a whole GPU: back to one first, so the
+    # node takes the whole-node jobs most of the queue asks for.
+    assert cluster.nvidia_smi(name, ["nvidia-smi", "-i", "0", "-mig", "0"])[0] == 0
     assert succeeded(act(cluster, "resume", [name]))
     resumed = node(cluster, name)
     assert resumed.flags == frozenset() and resumed.reason is None

@@ -4,6 +4,7 @@ formats, reached through the ssh_config and known_hosts it writes, with every fa
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import re
 import shutil
@@ -18,10 +19,22 @@ from typing import Any
 import asyncssh
 import pytest
 
+from gputop.config_file import load_config
 from gputop.core.config import parse_config
-from gputop.core.models import GpuSample, IbPort
+from gputop.core.mig_layout import MigGpu, mig_gpu
+from gputop.core.mig_plan import MIG_FACTS, MigPlan, mig_gpu_from_node, plan_matches, plan_repartition
+from gputop.core.models import GpuSample, IbPort, NodeSample
+from gputop.core.parsers.mig import (
+    MigComputeInstances,
+    MigGpuInstances,
+    MigPlacements,
+    MigProfiles,
+    parse_lci,
+    parse_lgi,
+)
 from gputop.core.parsers.nvlink import GpuLinks, Link, NvlinkStatus, parse_nvlink
 from gputop.core.parsers.topo import parse_topo
+from gputop.sources import mig_text as mig
 from gputop.sources.commands import QUERY_GPU_FIELDS, CommandSpec, default_commands, metrics_stream
 from gputop.sources.fake_fleet import (
     NODE_ENV,
@@ -29,13 +42,14 @@ from gputop.sources.fake_fleet import (
     Faults,
     Fleet,
     formats,
-    mig,
     parse_fault_spec,
     run_fleet,
 )
 from gputop.sources.fake_fleet.topology import GpuAffinity, format_topo, topology_text
 from gputop.sources.hgx_board import board_nvlinks, board_topology
 from gputop.sources.simulator import SimulatedCluster
+from gputop.sources.slurm_runner import SshRunner
+from gputop.sources.ssh import SshSource, link_settings
 
 NODES = 10  # enough for every scripted incident, with gpu005 and gpu010 left healthy
 COMMANDS = default_commands()
@@ -286,6 +300,79 @@ async def test_node_picked_by_environment_when_the_user_is_no_node(fleet: Fleet)
 async def test_unknown_command_is_not_found(fleet: Fleet) -> None:
     result = await run(fleet, healthy(fleet), "uptime")
     assert (result.exit_status, result.stdout, result.stderr) == (127, "", "sh: 1: uptime: not found\n")
+    under_sudo = await run(fleet, healthy(fleet), "sudo -n reboot")
+    assert (under_sudo.exit_status, under_sudo.stderr) == (1, "sudo: reboot: command not found\n")
+
+
+# ---- MIG over SSH --------------------------------------------------------------------------------------
+
+
+async def mig_facts_over_ssh(fleet: Fleet, name: str, timeout_s: float = 20.0) -> NodeSample:
+    """``name`` as the SSH source reads it, once its MIG listings are in."""
+    config = load_config(fleet.config_path)
+    poll = dataclasses.replace(config.poll, interval_s=0.2, slow_facts_interval_s=0.4)  # -lgip every 2 s
+    source = SshSource(config.clusters[0], poll, time.time)
+    await source.start()
+    try:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            sample = next(n for n in (await source.collect(time.time())).nodes if n.name == name)
+            if all(fact in sample.facts for fact in MIG_FACTS.values()):
+                return sample
+            assert time.monotonic() < deadline, sample.fact_errors
+            await asyncio.sleep(0.1)
+    finally:
+        await source.close()
+
+
+async def run_plan(runner: SshRunner, plan: MigPlan) -> tuple[MigGpuInstances, MigComputeInstances]:
+    """Each step in turn, as gputop runs them; then the listings read again."""
+    for step in plan.steps:
+        done = await runner.run(step.argv, {}, 10.0)
+        assert (done.exit_status, done.stderr) == (0, ""), (step.command_line, done.stdout)
+    lgi = parse_lgi((await runner.run(("nvidia-smi", "mig", "-lgi"), {}, 10.0)).stdout)
+    lci = parse_lci((await runner.run(("nvidia-smi", "mig", "-lci"), {}, 10.0)).stdout)
+    assert isinstance(lgi, MigGpuInstances) and isinstance(lci, MigComputeInstances)
+    return lgi, lci
+
+
+async def test_a_planned_repartition_runs_over_ssh(fleet: Fleet) -> None:
+    name = incident(fleet, "drained")  # its GPU 0: MIG on, empty, idle
+    sample = await mig_facts_over_ssh(fleet, name)
+    gpu = mig_gpu_from_node(sample, 0)
+    assert isinstance(gpu, MigGpu) and not gpu.gpu_instances
+    plan = plan_repartition([gpu], "3x2g.20gb+1x1g.10gb", ("sudo", "-n"))
+    assert isinstance(plan, MigPlan) and len(plan.steps) == 4
+    config = load_config(fleet.config_path)
+    runner = SshRunner(name, link_settings(config.clusters[0], config.poll))  # as gputop runs MIG steps
+    try:
+        lgi, lci = await run_plan(runner, plan)
+        assert plan_matches(plan, {name: lgi}, {name: lci}).matches
+        # Again from what the GPU holds now: the compute instances go, then their GPU instances.
+        lgip, lgipp = sample.facts["mig_gip"], sample.facts["mig_gipp"]
+        assert isinstance(lgip, MigProfiles) and isinstance(lgipp, MigPlacements)
+        now = mig_gpu(name, 0, gpu.model, lgip, lgipp, lgi, lci)
+        whole = plan_repartition([now], "1x7g.80gb", ("sudo", "-n"))
+        assert isinstance(whole, MigPlan)
+        assert [s.argv[5:] for s in whole.steps[:2]] == [
+            ("0", "-gi", "3", "-ci", "0", "-dci"),
+            ("0", "-gi", "3", "-dgi"),
+        ]
+        lgi, lci = await run_plan(runner, whole)
+        assert plan_matches(whole, {name: lgi}, {name: lci}).matches
+        # A busy GPU refuses, in nvidia-smi's words.
+        busy = SshRunner(incident(fleet, "mig"), runner.settings)
+        try:
+            refused = await busy.run(("sudo", "-n", "nvidia-smi", "mig", "-i", "7", "-dgi"), {}, 10.0)
+        finally:
+            await busy.close()
+        assert refused.exit_status == 255
+        assert refused.stdout.endswith("Failed to destroy GPU instances: In use by another client\n")
+    finally:
+        await runner.close()
+    # The fleet's own state moved with it: what the simulator shows is what the plan left.
+    truth = fleet.cluster.result().nodes[fleet.node_names.index(name)].facts["mig_gi"]
+    assert truth == lgi
 
 
 # ---- faults --------------------------------------------------------------------------------------------
@@ -582,7 +669,7 @@ def test_layouts_reproduce_real_captures() -> None:
             ("1g.10gb", "MIG-a25704ba-3a06-5299-a795-fd7cf4d13973"),
         ]
     }
-    assert formats.gpu_list([gpu], devices) == A100_MIG_L
+    assert mig.format_gpu_list([(gpu.index, gpu.name, gpu.uuid)], devices) == A100_MIG_L
     links = (Link(0, 26.562, True), Link(1, None, False), Link(2, 26.562, True))
     nvlink = formats.nvlink_status([GpuLinks(0, gpu.name, gpu.uuid, links)]).splitlines()
     assert nvlink == [

@@ -367,7 +367,10 @@ def test_drained_node(cluster: SimulatedCluster, first: SourceResult) -> None:
     result = sim.result()
     assert result.slurm is not None
     assert not any(name in job.gpus_by_node for job in result.slurm.jobs)
-    assert all(gpu.util_pct == 0 for gpu in by_name(result)[name].gpus)
+    gpus = by_name(result)[name].gpus
+    # GPU 0 waits in MIG mode, empty, for a repartition: the driver reports no utilization for it.
+    assert [(g.index, g.util_pct, g.processes) for g in gpus if g.mig_enabled] == [(0, None, ())]
+    assert all(gpu.util_pct == 0 for gpu in gpus if not gpu.mig_enabled)
 
 
 def test_mig_gpu(cluster: SimulatedCluster) -> None:
@@ -377,8 +380,13 @@ def test_mig_gpu(cluster: SimulatedCluster) -> None:
     assert gpu.mem_used_mib is not None and gpu.mem_used_mib > 10_000
     assert gpu.processes
     assert sum(p.used_mib or 0 for p in gpu.processes) < gpu.mem_used_mib
+    drained = incident_node(cluster, "drained")
     others = [g for n in cluster.result().nodes for g in n.gpus if g is not gpu]
-    assert all(g.mig_enabled is False and g.util_pct is not None for g in others)
+    assert [(n.name, g.index) for n in cluster.result().nodes for g in n.gpus if g.mig_enabled] == [
+        (drained, 0),
+        (incident_node(cluster, "mig"), 7),
+    ]
+    assert all(g.util_pct is not None for g in others if not g.mig_enabled)
 
 
 def test_ib_down(cluster: SimulatedCluster, first: SourceResult) -> None:

@@ -15,6 +15,10 @@ exit status and messages, copied from Slurm 22.05:
 
 Only ``scontrol update NodeName=... State=DRAIN Reason=...`` and ``State=RESUME`` are simulated; other
 valid scontrol commands, tags and states exit 1 saying so, and invalid ones get scontrol's own message.
+
+`SimulatedNodeRunner` is the `Runner` of one simulated node, for MIG: it runs the nvidia-smi command lines
+gputop's planner gives (``sudo -n`` prefix and all) on the simulator's MIG state, with nvidia-smi's exit
+statuses and lines (`SimulatedCluster.nvidia_smi`); any other program is refused.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Final
 
 from gputop.core.nodeset import expand_nodeset
+from gputop.sources.mig_commands import is_nvidia_smi, strip_sudo
 from gputop.sources.simulator import SimulatedCluster
 from gputop.sources.slurm_runner import Completed, RunFailed
 
@@ -243,3 +248,43 @@ def _state(value: str) -> str | None:
         if _abbreviates(value, state, 3):
             return state
     return None
+
+
+class SimulatedNodeRunner:
+    """A `Runner` that runs nvidia-smi on ``node`` of the simulated cluster.
+
+    ``cluster`` returns the simulator (``lambda: source.cluster``, as it is built when the source starts).
+    The demo's silent node does not answer, as over SSH it would not.
+    """
+
+    where = WHERE
+
+    def __init__(self, cluster: Callable[[], SimulatedCluster], node: str) -> None:
+        self._cluster = cluster
+        self.node = node
+
+    async def run(self, argv: Sequence[str], env: Mapping[str, str], timeout_s: float) -> Completed:
+        args = tuple(argv)
+        program = strip_sudo(args)
+        if not is_nvidia_smi(program):
+            shown = program[0] if program else "an empty command"
+            raise RunFailed(
+                f"{shown} is not simulated in the demo: only nvidia-smi runs on its nodes", retry=False
+            )
+        try:
+            cluster = self._cluster()
+        except RuntimeError as err:  # the source has not built it yet
+            raise RunFailed(f"the demo cluster is not ready: {err}") from None
+        if any(inc.kind == "unresponsive" and inc.node == self.node for inc in cluster.incidents):
+            raise RunFailed(f"{self.node} does not answer (the demo's silent node)")
+        try:
+            status, stdout, stderr = cluster.nvidia_smi(self.node, args)
+        except ValueError as unknown:
+            raise RunFailed(str(unknown), retry=False) from None
+        return Completed(args, status, stdout, stderr)
+
+    def refresh(self) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None

@@ -9,6 +9,10 @@ of times give the same data.
 Speed matters (the demo runs 1,000 nodes at one tick a second), so per-GPU state lives in flat lists of
 floats indexed by ``node * gpus_per_node + gpu``, per-GPU constants are computed once, and the only objects
 built per step are the NamedTuples and samples the poller must receive.
+
+MIG state is kept per GPU with its model's real profile tables and changes only through `nvidia_smi`, which
+answers nvidia-smi's MIG command lines as nvidia-smi does; each node's facts hold the MIG listings parsed as
+the SSH source would hold them.
 """
 
 from __future__ import annotations
@@ -18,9 +22,10 @@ import heapq
 import itertools
 import math
 import random
-from collections.abc import Callable, Iterable
+import shlex
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Final, cast
+from typing import Any, Final, cast
 
 from gputop.core.models import (
     GpuProcess,
@@ -35,10 +40,16 @@ from gputop.core.models import (
     SourceResult,
     XidEvent,
 )
+from gputop.core.parsers.gpu_list import parse_gpu_list
+from gputop.core.parsers.mig import parse_lci, parse_lgi, parse_lgip, parse_lgipp
 from gputop.core.parsers.topo import Topology
 from gputop.sources.gpu_models import GpuModel
 from gputop.sources.gpu_models import gpu_model as lookup_gpu_model
 from gputop.sources.hgx_board import board_nvlinks, board_topology
+from gputop.sources.mig_commands import SmiGpu, SmiRun, is_nvidia_smi, run_nvidia_smi, strip_sudo
+from gputop.sources.mig_state import GpuMig
+from gputop.sources.mig_tables import MIG_TABLES
+from gputop.sources.mig_text import NO_MIG_DEVICES
 
 STEP_S: Final = 1.0
 # Catching up after a long pause runs at most this many steps; older time is skipped, not simulated.
@@ -147,6 +158,19 @@ _IDLE_MEM_MIB: Final = 512
 _CONTEXT_MIB: Final = 480.0  # what a fresh CUDA context takes before the job allocates anything
 _IDLE_JOB_MEM_MIB: Final = 30720
 _MIG_INSTANCE_USE: Final = (0.82, 0.64, 0.0, 0.91, 0.35, 0.0, 0.77)  # share of each 1g slice in use
+# The drained node's GPU with MIG on and no instances yet: one the demo can repartition at once.
+_DRAINED_MIG_GPU: Final = 0
+
+# The MIG listings a node's facts hold, by the command names of gputop.sources.commands, with the
+# nvidia-smi words that print them and their parsers: what the SSH source would read and make of them.
+_MIG_LISTINGS: Final = (
+    ("mig_gip", ("mig", "-lgip"), parse_lgip),
+    ("mig_gipp", ("mig", "-lgipp"), parse_lgipp),
+    ("mig_gi", ("mig", "-lgi"), parse_lgi),
+    ("mig_ci", ("mig", "-lci"), parse_lci),
+)
+# On a node with a MIG GPU, also `nvidia-smi -L`: the UUIDs of its MIG devices.
+_GPU_LIST: Final = ("gpu_list", ("-L",), parse_gpu_list)
 
 _THERMAL_SW: Final = ("sw_thermal_slowdown",)
 _THERMAL_HW: Final = ("sw_thermal_slowdown", "hw_thermal_slowdown")
@@ -435,6 +459,23 @@ class SimulatedCluster:
             self._dirty_nodes.add(i)
         self._result = None
         return tuple(refused)
+
+    def nvidia_smi(self, node: str, argv: Sequence[str]) -> tuple[int, str, str]:
+        """Run ``argv`` (``nvidia-smi ...``, perhaps after ``sudo`` and its options) on ``node`` as nvidia-smi
+        would for its MIG command lines (gputop.sources.mig_commands): exit status, standard output,
+        standard error. A change shows in the node's next sample and in its MIG facts. An unknown node, or
+        a program other than nvidia-smi, raises ValueError."""
+        (i,) = self._indices([node])
+        words = strip_sudo(argv)
+        if not is_nvidia_smi(words):
+            raise ValueError(f"not an nvidia-smi command line: {shlex.join(argv)}")
+        run = self._run_nvidia_smi(i, words[1:])
+        return run.exit_status, run.stdout, run.stderr
+
+    def mig_devices(self, node: str) -> dict[int, list[tuple[str, str]]]:
+        """The (profile, MIG UUID) devices of each MIG-enabled GPU of ``node``, in ``nvidia-smi -L`` order."""
+        (i,) = self._indices([node])
+        return {k: state.devices() for k, state in sorted(self._mig.get(i, {}).items())}
 
     def _indices(self, nodes: Iterable[str]) -> list[int]:
         index = self._node_index
@@ -1099,6 +1140,9 @@ class SimulatedCluster:
         self._ib: list[tuple[IbPort, ...]] = [up] * self._n
         self._xids: list[tuple[XidEvent, ...]] = [()] * self._n
         self._fixups: dict[int, Callable[[list[GpuSample]], list[GpuSample]]] = {}
+        self._missing_gpu: dict[int, int] = {}
+        # What a MIG GPU's sample shows beyond "no utilization", by (node, GPU index).
+        self._mig_sample_fields: dict[tuple[int, int], dict[str, Any]] = {}
         at = self._incident_at
         t0 = self.start_time_s
         if "ib_down" in at:
@@ -1145,19 +1189,131 @@ class SimulatedCluster:
                 for j, mib in enumerate(used)
                 if mib > 0
             )
-
-            def mig_fixup(gpus: list[GpuSample], k: int = k) -> list[GpuSample]:
-                # Under MIG the driver reports no utilization, and memory per instance.
-                gpus[k] = gpus[k]._replace(
-                    util_pct=None, mem_util_pct=None, mig_enabled=True, mem_used_mib=mig_mem, processes=procs
-                )
-                return gpus
-
-            self._fixups[node] = mig_fixup
+            self._mig_sample_fields[(node, k)] = {"mem_used_mib": mig_mem, "processes": procs}
         if "missing_gpu" in at:
-            gone = self._incident_gpu("missing_gpu")
-            self._fixups[at["missing_gpu"]] = lambda gpus: [s for s in gpus if s.index != gone]
+            self._missing_gpu[at["missing_gpu"]] = self._incident_gpu("missing_gpu")
         self._facts = self._interconnect_facts()
+        self._setup_mig()
+
+    def _setup_mig(self) -> None:
+        """MIG as the incidents need it: the "mig" GPU split into seven of its smallest instances, each with
+        its compute instance, serving inference; the drained node's GPU 0 with MIG on and nothing on it.
+        Every node's facts hold the MIG listings, as over SSH."""
+        self._mig_table = MIG_TABLES[self.model.key]
+        self._mig: dict[int, dict[int, GpuMig]] = {}  # by node, by GPU index: the GPUs with MIG on
+        self._mig_withheld: set[int] = set()  # GPUs MIG mode took from Slurm's free list
+        # By node: each listing's last text and what it parsed to.
+        self._mig_memo: dict[int, dict[str, tuple[str, object]]] = {}
+        # A node without a MIG GPU answers every listing so; parsed once, shared as the parse cache shares it.
+        self._no_mig_facts = {name: parse(NO_MIG_DEVICES) for name, _words, parse in _MIG_LISTINGS}
+        for facts in self._facts:
+            facts.update(self._no_mig_facts)
+        at = self._incident_at
+        if "mig" in at:
+            node, k = at["mig"], self._incident_gpu("mig")
+            uuid = self._uuid[node * self.gpus_per_node + k]
+            # On from the start: its serving job holds it, and a busy GPU's mode cannot change.
+            self._mig[node] = {k: GpuMig(k, uuid, self._mig_table, enabled=True)}
+            smallest = self._mig_table.profiles[0]
+            layout = ",".join(f"{smallest.profile_id}:{start}" for start in smallest.starts)
+            self._run_nvidia_smi(node, ("mig", "-i", str(k), "-cgi", layout, "-C"))
+        if "drained" in at:
+            k = min(_DRAINED_MIG_GPU, self.gpus_per_node - 1)
+            self._run_nvidia_smi(at["drained"], ("-i", str(k), "-mig", "1"))
+        for node in self._missing_gpu:
+            self._set_fixup(node)
+
+    def _smi_gpus(self, i: int) -> list[SmiGpu]:
+        """Node i's GPUs as nvidia-smi sees them; one without MIG gets a fresh state, kept once MIG is on."""
+        g_per = self.gpus_per_node
+        states = self._mig.get(i, {})
+        gone = self._missing_gpu.get(i)
+        gpus = []
+        for k in range(g_per):
+            if k == gone:
+                continue
+            g = i * g_per + k
+            state = states.get(k) or GpuMig(k, self._uuid[g], self._mig_table)
+            # A GPU a job holds runs its processes.
+            busy = self._gjob[g] is not self._idle_job
+            gpus.append(SmiGpu(k, self.model.name, self._uuid[g], self._pci[k], busy, state))
+        return gpus
+
+    def _run_nvidia_smi(self, i: int, args: Sequence[str]) -> SmiRun:
+        gpus = self._smi_gpus(i)
+        before = {k: state.enabled for k, state in self._mig.get(i, {}).items()}
+        run = run_nvidia_smi(args, gpus)
+        if run.changed:
+            self._mig[i] = {g.index: g.mig for g in gpus if g.mig.enabled}
+            for g in gpus:
+                if g.mig.enabled != before.get(g.index, False):
+                    (self._withhold if g.mig.enabled else self._give_back)(i, g.index)
+            if not self._mig[i]:
+                del self._mig[i]
+            self._set_fixup(i)
+            self._refresh_mig_facts(i)
+            self._result = None
+        return run
+
+    def _withhold(self, i: int, k: int) -> None:
+        """A GPU in MIG mode is no whole GPU for Slurm to hand out: off the node's free list it goes."""
+        free = self._node_free[i]
+        if k in free:
+            before = len(free)
+            free.remove(k)
+            self._rebucket(i, before)
+            self._mig_withheld.add(i * self.gpus_per_node + k)
+
+    def _give_back(self, i: int, k: int) -> None:
+        g = i * self.gpus_per_node + k
+        if g not in self._mig_withheld:
+            return
+        self._mig_withheld.discard(g)
+        free = self._node_free[i]
+        before = len(free)
+        free.append(k)
+        free.sort()
+        self._rebucket(i, before)
+        self._resumed = True  # a GPU came back: the scheduler looks at the queue at the next step
+
+    def _set_fixup(self, i: int) -> None:
+        """How node i's GPU samples differ from the plain ones: MIG GPUs report no utilization (and the
+        MIG incident's memory and processes per instance); a missing GPU is left out."""
+        mig = {
+            k: self._mig_sample_fields.get((i, k), {})
+            for k, state in self._mig.get(i, {}).items()
+            if state.enabled
+        }
+        gone = self._missing_gpu.get(i)
+        if not mig and gone is None:
+            self._fixups.pop(i, None)
+            return
+
+        def fixup(gpus: list[GpuSample]) -> list[GpuSample]:
+            for k, fields in mig.items():
+                gpus[k] = gpus[k]._replace(util_pct=None, mem_util_pct=None, mig_enabled=True, **fields)
+            return gpus if gone is None else [s for s in gpus if s.index != gone]
+
+        self._fixups[i] = fixup
+
+    def _refresh_mig_facts(self, i: int) -> None:
+        """Node i's MIG facts as the SSH source would hold them: each listing printed from the state and
+        parsed, a listing whose text did not change keeping its value; -L only where a GPU has MIG on."""
+        base = {name: value for name, value in self._facts[i].items() if name not in self._no_mig_facts}
+        base.pop(_GPU_LIST[0], None)
+        if i not in self._mig:
+            self._mig_memo.pop(i, None)
+            self._facts[i] = {**base, **self._no_mig_facts}
+            return
+        memo = self._mig_memo.setdefault(i, {})
+        gpus = self._smi_gpus(i)
+        for name, words, parse in (*_MIG_LISTINGS, _GPU_LIST):
+            text = run_nvidia_smi(words, gpus).stdout
+            known = memo.get(name)
+            if known is None or known[0] != text:
+                known = memo[name] = (text, parse(text))
+            base[name] = known[1]
+        self._facts[i] = base
 
     def _interconnect_facts(self) -> list[dict[str, object]]:
         """Each node's `topo -m` and `nvlink -s` facts, made once and reused by every sample, as the SSH

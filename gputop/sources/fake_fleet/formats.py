@@ -1,13 +1,13 @@
 """Simulator state as the exact text nvidia-smi, ibstat and journalctl print: pure formatting, no I/O.
 
-Layouts follow captured real outputs (separators, padding, tabs, final newlines); the tables of MIG and
-the topology matrix live in their own modules.
+Layouts follow captured real outputs (separators, padding, tabs, final newlines); the MIG listings and
+``nvidia-smi -L`` (gputop.sources.mig_text) and the topology matrix live in their own modules.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Final
 
 from gputop.core.models import GpuSample, IbPort, XidEvent
@@ -100,16 +100,6 @@ def compute_apps(gpus: Iterable[GpuSample]) -> str:
     """``--query-compute-apps=gpu_uuid,pid,process_name,used_memory``: a line per process; no process, no
     output. Processes on MIG instances are reported against the parent GPU's UUID, as the driver does."""
     return "".join(f"{g.uuid}, {p.pid}, {p.name}, {_whole(p.used_mib)}\n" for g in gpus for p in g.processes)
-
-
-def gpu_list(gpus: Iterable[GpuSample], mig_devices: Mapping[int, Sequence[tuple[str, str]]]) -> str:
-    """``nvidia-smi -L``; ``mig_devices`` maps a GPU index to its (profile, MIG-uuid) devices."""
-    lines = []
-    for g in gpus:
-        lines.append(f"GPU {g.index}: {g.name} (UUID: {g.uuid})\n")
-        for n, (profile, uuid) in enumerate(mig_devices.get(g.index, ())):
-            lines.append(f"  MIG {profile:<12}Device {n:>2}: (UUID: {uuid})\n")
-    return "".join(lines)
 
 
 def nvlink_status(gpus: Iterable[GpuLinks]) -> str:

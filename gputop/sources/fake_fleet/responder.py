@@ -1,5 +1,9 @@
 """What a fake node answers to a command line: the exact commands gputop sends, from the shared simulator's
 state for that node, bent by the node's faults. No I/O and no timing (the server owns both).
+
+nvidia-smi's MIG command lines, the listings and the changes gputop's planner sends, with or without a
+``sudo`` prefix, run on the simulator's MIG state (`SimulatedCluster.nvidia_smi`), so a change shows in the
+next listing.
 """
 
 from __future__ import annotations
@@ -15,14 +19,17 @@ from gputop.core.models import GpuSample, NodeSample, XidEvent
 from gputop.core.parsers.nvlink import NvlinkStatus
 from gputop.core.parsers.topo import Topology
 from gputop.sources.commands import default_commands, metrics_stream
-from gputop.sources.fake_fleet import formats, mig
+from gputop.sources.fake_fleet import formats
 from gputop.sources.fake_fleet.faults import Fault, Faults
 from gputop.sources.fake_fleet.topology import topology_text
+from gputop.sources.mig_commands import is_nvidia_smi, simulates, strip_sudo
+from gputop.sources.mig_text import format_gpu_list
 from gputop.sources.simulator import SimulatedCluster
 
 NVIDIA_SMI: Final = "nvidia-smi"
 DRIVER_ERROR_EXIT_STATUS: Final = 15
 NOT_FOUND_EXIT_STATUS: Final = 127
+SUDO_NOT_FOUND_EXIT_STATUS: Final = 1  # sudo's own status when the program it should run is not there
 SHELL_SYNTAX_EXIT_STATUS: Final = 2
 MIN_STREAM_INTERVAL_S: Final = 0.05  # a guard against -lms 0 spinning the server
 JOURNAL_SINCE_S: Final = 3600.0  # the Xid command asks for --since -1h
@@ -50,11 +57,18 @@ class Stream:
 
 
 @dataclass(frozen=True, slots=True)
+class NvidiaSmi:
+    """An nvidia-smi MIG command line (listings, changes, ``-L``), perhaps after ``sudo``."""
+
+    argv: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class Unknown:
     reply: Reply
 
 
-Command = OneShot | Stream | Unknown
+Command = OneShot | Stream | NvidiaSmi | Unknown
 
 
 def _not_found(word: str) -> Reply:
@@ -75,6 +89,13 @@ def parse_command(command_line: str) -> Command:
         return OneShot(name, argv)
     if len(argv) == len(_STREAM_PREFIX) + 1 and argv[:-1] == _STREAM_PREFIX and argv[-1].isdigit():
         return Stream(max(MIN_STREAM_INTERVAL_S, int(argv[-1]) / 1000))
+    program = strip_sudo(argv)
+    if is_nvidia_smi(program) and simulates(program[1:]):
+        return NvidiaSmi(argv)
+    if program != argv and not is_nvidia_smi(program):  # sudo ran, and found no such program
+        shown = program[0] if program else "sudo"
+        message = f"sudo: {shown}: command not found\n".encode()
+        return Unknown(Reply(stderr=message, exit_status=SUDO_NOT_FOUND_EXIT_STATUS))
     return Unknown(_not_found(argv[0]))
 
 
@@ -141,10 +162,6 @@ class Responder:
         self._views[(node, fallen)] = view
         return view
 
-    def mig_layouts(self, view: NodeView) -> list[mig.MigLayout]:
-        model = self.cluster.model
-        return [mig.seven_small_instances(g.index, g.uuid, model) for g in view.gpus if g.mig_enabled]
-
     # ---- answers
 
     def failure(self, node: str, argv0: str) -> Reply | None:
@@ -171,8 +188,9 @@ class Responder:
         if name == "processes":
             return Reply(formats.compute_apps(view.gpus).encode())
         if name == "gpu_list":
-            devices = {layout.gpu_index: layout.devices() for layout in self.mig_layouts(view)}
-            return Reply(formats.gpu_list(view.gpus, devices).encode())
+            devices = self.cluster.mig_devices(node)
+            listed = [(g.index, g.name, g.uuid) for g in view.gpus]
+            return Reply(format_gpu_list(listed, devices).encode())
         if name == "topology":
             topology = view.sample.facts.get("topology")
             if not isinstance(topology, Topology):
@@ -184,7 +202,7 @@ class Responder:
             gpus = status.gpus if isinstance(status, NvlinkStatus) else ()
             return Reply(formats.nvlink_status(g for g in gpus if g.index in seen).encode())
         if name.startswith("mig_"):
-            return self._mig(view, name)
+            return self._on_simulator(node, command.argv)
         if name == "ibstat":
             guid = _IB_GUID_BASE + view.index * 0x100
             return Reply(formats.ibstat(view.sample.ib_ports, guid, lid_base=view.index * 8 + 1).encode())
@@ -196,19 +214,20 @@ class Responder:
             return Reply(formats.journal_kernel_lines(node, recent).encode())
         return _not_found(command.argv[0])  # a command gputop gained that this fleet does not play yet
 
-    def _mig(self, view: NodeView, name: str) -> Reply:
-        layouts = self.mig_layouts(view)
-        if not layouts:
-            return Reply(mig.NO_MIG_DEVICES.encode(), exit_status=mig.NO_MIG_EXIT_STATUS)
-        if name == "mig_gip":
-            text = mig.format_lgip(mig.profile_rows(layouts))
-        elif name == "mig_gipp":
-            text = mig.format_lgipp(mig.placement_rows(layouts))
-        elif name == "mig_gi":
-            text = mig.format_lgi(mig.gpu_instance_rows(layouts))
-        else:
-            text = mig.format_lci(mig.compute_instance_rows(layouts))
-        return Reply(text.encode())
+    def nvidia_smi(self, node: str, command: NvidiaSmi) -> Reply:
+        """An nvidia-smi command line run on the simulator's state of ``node`` (MIG listings and changes)."""
+        failed = self.failure(node, NVIDIA_SMI)
+        if failed is not None:
+            return failed
+        if self.faults.has(node, Fault.GARBAGE):
+            return Reply(self.garbage(8))
+        self.view(node)  # the simulator at the wall clock, as every other answer sees it
+        return self._on_simulator(node, command.argv)
+
+    def _on_simulator(self, node: str, argv: tuple[str, ...]) -> Reply:
+        status, out, err = self.cluster.nvidia_smi(node, argv)
+        self._views.clear()  # a MIG change shows in the very next answer, not a second later
+        return Reply(out.encode(), err.encode(), status)
 
     def stream_lines(self, node: str) -> bytes:
         """One interval of the metrics stream: a CSV line per GPU the node can see."""
