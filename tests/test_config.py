@@ -18,6 +18,7 @@ from gputop.core.config import (
     Config,
     ConfigError,
     DemoConfig,
+    MigConfig,
     PollConfig,
     SlurmConfig,
     SshConfig,
@@ -227,7 +228,7 @@ def test_unknown_top_level_key_with_hint() -> None:
     message = only_error("pol:\n  interval_s: 2\n")
     assert message == (
         "cfg.yaml:1: pol: unknown key; did you mean 'poll'? "
-        "(allowed: audit_log, clusters, default_cluster, demo, poll, read_only, thresholds, ui)"
+        "(allowed: alerts, audit_log, clusters, default_cluster, demo, mig, poll, read_only, thresholds, ui)"
     )
 
 
@@ -785,13 +786,66 @@ def test_example_documents_every_key_and_its_true_default() -> None:
 
 def test_example_sections_show_the_defaults() -> None:
     config = load_config(EXAMPLE)
-    assert (config.poll, config.thresholds, config.ui, config.demo) == (
+    assert (config.poll, config.thresholds, config.ui, config.demo, config.mig) == (
         PollConfig(),
         Thresholds(),
         UiConfig(),
         DemoConfig(),
+        MigConfig(),
     )
     assert (config.read_only, config.audit_log) == (Config().read_only, Config().audit_log)
+
+
+# --- MIG ---------------------------------------------------------------------------------------------------
+
+
+def test_mig_section_is_read() -> None:
+    config = parse(
+        """\
+        mig:
+          presets: ["2x3g.40gb", "1g.10gb+me, 6x1g.10gb"]
+          command_prefix: []
+          step_timeout_s: 90
+        """
+    )
+    assert config.mig == MigConfig(("2x3g.40gb", "1g.10gb+me, 6x1g.10gb"), (), 90.0)
+
+
+def test_mig_defaults_run_nvidia_smi_under_sudo_without_a_password_prompt() -> None:
+    assert (Config().mig.command_prefix, Config().mig.step_timeout_s) == (("sudo", "-n"), 30.0)
+
+
+def test_a_mig_preset_that_does_not_parse_is_an_error_on_its_line() -> None:
+    message = only_error(
+        """\
+        mig:
+          presets:
+            - 7x1g.10gb
+            - 3 x 2g
+        """
+    )
+    assert message.startswith("cfg.yaml:4: mig.presets[1]: bad item '3 x 2g'"), message
+
+
+def test_a_mig_preset_written_twice_another_way_is_an_error() -> None:
+    message = only_error("mig:\n  presets:\n    - 1x7g.80gb\n    - 7G.80GB\n")
+    assert message == "cfg.yaml:4: mig.presets[1]: '7G.80GB' is the same layout as presets[0]"
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ("mig:\n  step_timeout_s: 0\n", "mig.step_timeout_s: 0 is out of range"),
+        (
+            "mig:\n  command_prefix: sudo\n",
+            "mig.command_prefix: expected a list, got 'sudo' (str); write [sudo]",
+        ),
+        ("mig:\n  command_prefix: ['']\n", "mig.command_prefix[0]: must not be empty"),
+        ("mig:\n  preset: []\n", "mig.preset: unknown key; did you mean 'presets'?"),
+    ],
+)
+def test_mig_keys_are_checked(text: str, why: str) -> None:
+    assert why in only_error(text)
 
 
 # --- site overrides of the command table ---------------------------------------------------------------

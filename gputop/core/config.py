@@ -25,6 +25,7 @@ from typing import Any, Final, Literal, NamedTuple, TypeVar, Union, get_args, ge
 
 import yaml
 
+from gputop.core.mig_layout import Refusal, parse_layout
 from gputop.core.nodeset import expand_and_fold, fold_nodes, natural_key
 
 Metric = Literal["util", "mem", "temp", "power"]
@@ -238,6 +239,35 @@ class DemoConfig:
     seed: int = 42
 
 
+# Layouts for the A100/H100 80GB profile names, the GPUs most MIG sites run; the dialog offers only those
+# that fit the chosen GPU, so a site with other models lists its own.
+DEFAULT_MIG_PRESETS: Final = (
+    "7x1g.10gb",
+    "3x2g.20gb+1x1g.10gb",
+    "2x3g.40gb",
+    "1x4g.40gb+1x3g.40gb",
+    "1x7g.80gb",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class AlertsConfig:
+    # A new CRIT alert (not acknowledged, not silenced) rings the terminal bell / shows a notice.
+    bell: bool = False
+    notify: bool = True
+    silence_minutes: float = _opt(60.0, lo=0, lo_open=True, hi=7 * 24 * 60, unit="minutes")
+
+
+@dataclass(frozen=True, slots=True)
+class MigConfig:
+    # Layouts the repartition dialog offers, in the syntax of gputop.core.mig_layout; checked when read.
+    presets: tuple[str, ...] = _opt(DEFAULT_MIG_PRESETS, nonempty=True)
+    # Goes before every nvidia-smi MIG command: those need root, and -n makes sudo fail at once rather
+    # than wait for a password nobody can type. Empty: the SSH user is root.
+    command_prefix: tuple[str, ...] = _opt(("sudo", "-n"), nonempty=True)
+    step_timeout_s: float = _opt(30.0, lo=0, lo_open=True, hi=3600, unit="seconds")
+
+
 @dataclass(frozen=True, slots=True)
 class Config:
     # May be empty: demo mode needs no cluster, and whoever starts the poller decides whether it must.
@@ -249,6 +279,8 @@ class Config:
     thresholds: Thresholds = field(default_factory=Thresholds)
     ui: UiConfig = field(default_factory=UiConfig)
     demo: DemoConfig = field(default_factory=DemoConfig)
+    mig: MigConfig = field(default_factory=MigConfig)
+    alerts: AlertsConfig = field(default_factory=AlertsConfig)
     source_name: str = _opt(DEFAULT_SOURCE_NAME, in_yaml=False)  # where it came from, for messages
 
     @staticmethod
@@ -651,8 +683,26 @@ def _check_thresholds(s: _Section) -> None:
     s.ordered("temp_warn_c", "temp_crit_c", strictly=True)
 
 
+def _check_mig(s: _Section) -> None:
+    presets = s.get("presets")
+    if not isinstance(presets, tuple):
+        return
+    seen: dict[str, int] = {}
+    for i, text in enumerate(presets):
+        layout = parse_layout(text)
+        if isinstance(layout, Refusal):
+            s.report(f"presets[{i}]", layout.message)
+            continue
+        # The same layout written another way (1x7g.80gb, 7g.80gb) would be offered twice.
+        if str(layout) in seen:
+            s.report(f"presets[{i}]", f"{text!r} is the same layout as presets[{seen[str(layout)]}]")
+        else:
+            seen[str(layout)] = i
+
+
 _CHECKS: Final[Mapping[type, Callable[[_Section], None]]] = {
     Config: _check_config,
+    MigConfig: _check_mig,
     ClusterConfig: _check_cluster,
     CommandOverride: _check_command,
     PollConfig: _check_poll,

@@ -1,4 +1,5 @@
-"""The node screen: every GPU of one node, what is wrong with it, and how its GPUs and NICs connect."""
+"""The node screen: every GPU of one node, what is wrong with it, its MIG partitions, and how its GPUs and
+NICs connect. From here GPUs are marked, repartitioned and have their MIG mode changed."""
 
 from __future__ import annotations
 
@@ -19,11 +20,18 @@ from gputop.core.parsers.query_gpu import throttling_reasons
 from gputop.core.summary import ClusterView, NodeRow
 from gputop.tui import format as fmt
 from gputop.tui.palette import Palette
+from gputop.tui.screens.mig_action import MigActionScreen
+from gputop.tui.screens.mig_dialog import MigRepartitionScreen
+from gputop.tui.screens.mig_mode_dialog import MigModeScreen
+from gputop.tui.widgets.mig_pane import MigPane
 from gputop.tui.widgets.status_header import StatusHeader
 from gputop.tui.widgets.topology_pane import TopologyPane
 
 if TYPE_CHECKING:
     from gputop.tui.app import GputopApp
+
+# The bindings that change something (or only serve to): gone in read-only mode.
+ACTING = frozenset({"drain", "resume", "mark_gpu", "mig_layout", "mig_mode"})
 
 GPU_COLUMNS = (
     ("gpu", "GPU"),
@@ -90,19 +98,87 @@ class NodeScreen(Screen[None]):
         Binding("right_square_bracket", "step(1)", "Next node"),
         Binding("d", "drain", "Drain"),
         Binding("R", "resume", "Resume"),
+        Binding("space", "mark_gpu", "Mark GPU", show=False),
+        Binding("m", "mig_layout", "MIG layout"),
+        Binding("M", "mig_mode", "MIG mode on/off"),
         # The pane's own keys (up/down/j/k pick the GPU whose row, nearest NIC and NVLink peers it marks)
         # work while it has the focus; the GPU table's cursor picks the same GPU.
         Binding("i", "toggle_topology", "Topology: select a GPU (\u2191\u2193)"),
     ]
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        return not (action in ("drain", "resume") and self.app.read_only)  # type: ignore[attr-defined]
+        return not (action in ACTING and self.app.read_only)  # type: ignore[attr-defined]
 
     def action_drain(self) -> None:
         self.app.open_node_action("drain", [self.node_name])  # type: ignore[attr-defined]
 
     def action_resume(self) -> None:
         self.app.open_node_action("resume", [self.node_name])  # type: ignore[attr-defined]
+
+    def action_mark_gpu(self) -> None:
+        """Marks or unmarks the GPU under the cursor, for a MIG action on several, and moves on."""
+        table: DataTable[Text | str] = self.query_one("#gpus", DataTable)
+        index = self._cursor_gpu()
+        if index is None:
+            return
+        self.marked_gpus ^= {index}
+        self._show_mark(table, index)
+        table.action_cursor_down()
+
+    def _cursor_gpu(self) -> int | None:
+        table: DataTable[Text | str] = self.query_one("#gpus", DataTable)
+        if not table.row_count:
+            return None
+        key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+        return int(key) if key is not None else None
+
+    def _show_mark(self, table: DataTable[Text | str], index: int) -> None:
+        label = f"*{index}" if index in self.marked_gpus else str(index)
+        table.update_cell(str(index), "gpu", label, update_width=True)
+
+    def _targets(self) -> list[int]:
+        """The marked GPUs, else the one under the cursor."""
+        if self.marked_gpus:
+            return sorted(self.marked_gpus)
+        index = self._cursor_gpu()
+        return [] if index is None else [index]
+
+    def action_mig_layout(self) -> None:
+        self._open_mig(MigRepartitionScreen)
+
+    def action_mig_mode(self) -> None:
+        view = self.gputop.view
+        node = view.snapshot.node(self.node_name) if view else None
+        targets = self._targets()
+        if node is None or not targets:
+            return
+        # Off only when every chosen GPU is on; otherwise the dialog turns on those that are not.
+        states = {g.index: g.mig_enabled for g in node.gpus}
+        self._open_mig(MigModeScreen, enable=not all(states.get(i) is True for i in targets))
+
+    def _open_mig(self, dialog: type[MigActionScreen], **options: object) -> None:
+        from gputop.actions.mig import node_runner_for
+
+        app = self.gputop
+        view = app.view
+        targets = self._targets()
+        if app.read_only or view is None or not targets:
+            return
+        settings = app.settings
+        self.app.push_screen(
+            dialog(
+                self.node_name,
+                targets,
+                view,
+                runner=node_runner_for(settings.sources, self.node_name),
+                mig=settings.config.mig,
+                cluster=settings.cluster_name,
+                audit_log=settings.config.audit_log,
+                refresh=app.action_refresh,
+                demo=settings.is_demo,
+                **options,
+            )
+        )
 
     DEFAULT_CSS = """
     NodeScreen { layout: vertical; }
@@ -115,6 +191,7 @@ class NodeScreen(Screen[None]):
         super().__init__()
         self.node_name = node_name
         self._rows_shown: list[int] = []
+        self.marked_gpus: set[int] = set()
 
     @property
     def gputop(self) -> GputopApp:
@@ -130,11 +207,15 @@ class NodeScreen(Screen[None]):
         yield table
         with VerticalScroll(id="details"):
             yield Static("", id="details-text")
+            yield MigPane(id="mig")
             yield TopologyPane(id="topology")
         yield Footer()
 
     def on_mount(self) -> None:
         self.query_one("#gpus", DataTable).focus()
+        view = self.gputop.view
+        if view is not None:
+            self.apply_view(view, None)
 
     def on_screen_resume(self) -> None:
         view = self.gputop.view
@@ -169,10 +250,13 @@ class NodeScreen(Screen[None]):
         if self.node_name in names:
             self.node_name = names[(names.index(self.node_name) + step) % len(names)]
             self._rows_shown = []
+            self.marked_gpus = set()
             self.query_one("#gpus", DataTable).clear()
             self.apply_view(view, None)
 
     def apply_view(self, view: ClusterView, delta: SnapshotDelta | None) -> None:
+        if not self.is_mounted:
+            return  # a tick that lands between push and compose: on_mount shows the newest view
         self.query_one(StatusHeader).apply_view(view)
         if delta is not None and self.node_name not in delta.changed and self._rows_shown:
             return
@@ -185,6 +269,7 @@ class NodeScreen(Screen[None]):
         self._update_title(node, row, palette)
         self._update_gpus(node, view.snapshot.slurm, palette)
         self.query_one("#details-text", Static).update(self._details(node, row, view, palette))
+        self.query_one(MigPane).show(node)
         self.query_one(TopologyPane).show(node)
 
     def _update_title(self, node: NodeSample, row: NodeRow, palette: Palette) -> None:
@@ -212,10 +297,15 @@ class NodeScreen(Screen[None]):
                 cells = gpu_cells(gpu, node.name, slurm, thresholds, palette)
                 table.add_row(*(cells[key] for key, _ in GPU_COLUMNS), key=str(gpu.index))
             self._rows_shown = indices
+            self.marked_gpus &= set(indices)
+            for index in self.marked_gpus:
+                self._show_mark(table, index)
             return
         # keyed update: only cells whose text changed are touched
         for gpu in node.gpus:
             cells = gpu_cells(gpu, node.name, slurm, thresholds, palette)
+            if gpu.index in self.marked_gpus:
+                cells["gpu"] = f"*{gpu.index}"
             for key, _label in GPU_COLUMNS:
                 value = cells[key]
                 if table.get_cell(str(gpu.index), key) != value:
