@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from gputop.clock import Clock
+from gputop.core.alerts import AlertBook
 from gputop.core.config import PollConfig, Thresholds
 from gputop.core.health import format_age
 from gputop.core.heatmap import CellCodes, cell_codes
@@ -69,6 +70,7 @@ class Poller:
         # A tick that comes late (a slow source, a suspended laptop) counts as at most two intervals of
         # idleness, so a pause is never mistaken for a GPU sitting idle.
         self.interconnect_tracker = InterconnectTracker()
+        self.alert_book = AlertBook()
         self.idle_tracker = IdleTracker(
             thresholds.idle_util_pct, thresholds.idle_minutes, max_step_s=max(60.0, 2 * poll.interval_s)
         )
@@ -168,6 +170,7 @@ class Poller:
             rows.update(chunk_rows)
             await asyncio.sleep(0)
         jobs = job_rows(snapshot, idle, previous.jobs if previous is not None else None)
+        alerts = self.alert_book.update((p for row in rows.values() for p in row.problems), now_s)
         view = ClusterView(
             snapshot=snapshot,
             rows=rows,
@@ -178,6 +181,7 @@ class Poller:
             jobs=jobs,
             source_errors=tuple(self._source_errors.values()),
             interconnect=interconnect,
+            alerts=alerts,
         )
         delta = diff_snapshots(previous.snapshot if previous else None, snapshot)
         self.view = view

@@ -49,6 +49,9 @@ class Problem:
     gpu_index: int | None
     kind: str  # stable key: "temp", "mem", "ecc", "xid", "down", ...
     message: str  # short, for a table cell: "GPU3 91 C"
+    # what, within its node, kind and GPU, this problem is about, where there can be several: the Xid
+    # code, the IB port, the job; with the others it names one alert that lasts while its words change
+    subject: str = ""
 
     @property
     def sort_key(self) -> tuple[int, str, int]:
@@ -84,8 +87,8 @@ def assess_node(
     found: list[Problem] = []
     name = node.name
 
-    def add(severity: Severity, gpu: int | None, kind: str, message: str) -> None:
-        found.append(Problem(severity, name, gpu, kind, message))
+    def add(severity: Severity, gpu: int | None, kind: str, message: str, subject: str = "") -> None:
+        found.append(Problem(severity, name, gpu, kind, message, subject))
 
     if node.reachability is not Reachability.OK:
         if node.error:
@@ -127,11 +130,11 @@ def assess_node(
     for event in node.xid_events:
         severity, meaning = xid_meaning(event.code)
         where = f"GPU{event.gpu_index} " if event.gpu_index is not None else ""
-        add(severity, event.gpu_index, "xid", f"{where}Xid {event.code}: {meaning}")
+        add(severity, event.gpu_index, "xid", f"{where}Xid {event.code}: {meaning}", str(event.code))
 
     for port in node.ib_ports:
         if not port.is_up:
-            add(Severity.CRIT, None, "ib", f"{port.label} {port.state}")
+            add(Severity.CRIT, None, "ib", f"{port.label} {port.state}", port.label)
 
     if slurm is not None:
         if slurm.drained or slurm.draining:
@@ -148,7 +151,7 @@ def assess_node(
     said = {p.message for p in found if p.kind == "ib"}
     for deviation in interconnect:
         if deviation.message not in said:
-            add(deviation.severity, deviation.gpu_index, deviation.kind, deviation.message)
+            add(deviation.severity, deviation.gpu_index, deviation.kind, deviation.message, deviation.message)
 
     found.sort(key=lambda p: p.sort_key)
     return tuple(found)
@@ -171,7 +174,7 @@ def idle_problems(node: str, idle_gpus: Sequence[IdleGpu]) -> tuple[Problem, ...
         shortest = min(gpu.idle_s for gpu in gpus)
         message = f"GPU{_index_ranges(indices)} idle {format_idle(shortest)} in job {job_id} ({gpus[0].user})"
         gpu_index = indices[0] if len(indices) == 1 else None
-        problems.append(Problem(Severity.WARN, node, gpu_index, "idle", message))
+        problems.append(Problem(Severity.WARN, node, gpu_index, "idle", message, job_id))
     return tuple(problems)
 
 

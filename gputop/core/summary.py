@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from gputop.core.alerts import AlertState
 from gputop.core.config import Thresholds
 from gputop.core.health import Problem, assess_node, idle_problems
 from gputop.core.heatmap import CellCodes
@@ -96,6 +97,8 @@ class ClusterView:
     source_errors: tuple[str, ...] = ()
     # every node's links compared with its peers' (gputop.core.interconnect_deviations)
     interconnect: FleetInterconnect | None = None
+    # every current problem as an alert, with since when and what the user did (gputop.core.alerts)
+    alerts: AlertState | None = None
 
 
 def _mean(values: list[float]) -> float | None:

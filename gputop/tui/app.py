@@ -23,12 +23,15 @@ from gputop.sources.base import Source
 from gputop.tui import themes
 from gputop.tui.commands import GputopCommands
 from gputop.tui.palette import Palette, PaletteCache
+from gputop.tui.screens.alerts import AlertsScreen
 from gputop.tui.screens.dashboard import NODE_ACTIONS, DashboardScreen
 from gputop.tui.screens.help import HelpScreen
+from gputop.tui.screens.node import ACTING as NODE_SCREEN_ACTING
 from gputop.tui.screens.node import NodeScreen
 from gputop.tui.screens.node_action import NodeActionScreen
 from gputop.tui.screens.queue import QueueScreen
 from gputop.tui.strips import patch_strip_divide
+from gputop.tui.widgets.alert_table import AlertTable
 from gputop.tui.widgets.cluster_map import ClusterMap
 from gputop.tui.widgets.job_table import JobTable
 from gputop.tui.widgets.node_table import NodeTable
@@ -161,6 +164,7 @@ class GputopApp(App[None]):
             with self.batch_update():
                 apply(message.view, message.delta)
         self._announce_source_problems(message.view)
+        self._announce_new_crit(message.view)
         if not self._gc_frozen and self.settings.freeze_gc:
             self._gc_frozen = True
             self.call_after_refresh(self._freeze_gc)
@@ -174,6 +178,20 @@ class GputopApp(App[None]):
         for problem in sorted(self._announced - now):
             self.notify(f"recovered: {problem}", timeout=5, markup=False)
         self._announced = now
+
+    def _announce_new_crit(self, view: ClusterView) -> None:
+        """A new CRIT alert (neither acknowledged nor silenced) rings the bell and/or shows a notice, as
+        configured; a dozen at once (a switch failing) make one notice, not a dozen."""
+        news = view.alerts.new_crit if view.alerts is not None else ()
+        if not news:
+            return
+        config = self.settings.config.alerts
+        if config.bell:
+            self.bell()
+        if config.notify:
+            lines = [f"{a.node}: {a.message}" for a in news[:5]]
+            more = f"\n... and {len(news) - 5} more (A: alerts)" if len(news) > 5 else ""
+            self.notify("\n".join(lines) + more, title="new CRIT", severity="error", timeout=10, markup=False)
 
     @staticmethod
     def _freeze_gc() -> None:
@@ -197,10 +215,12 @@ class GputopApp(App[None]):
             ("Node table", list(NodeTable.BINDINGS)),
             ("Node screen", list(NodeScreen.BINDINGS)),
             ("Slurm queue", list(QueueScreen.BINDINGS) + list(JobTable.BINDINGS)),
+            ("Alerts", list(AlertsScreen.BINDINGS) + list(AlertTable.BINDINGS)),
         ]
+        acting = NODE_ACTIONS | NODE_SCREEN_ACTING
         if self.read_only:  # the acting keys are not bound, so not listed either
             sections = [
-                (title, [b for b in bindings if not (isinstance(b, Binding) and b.action in NODE_ACTIONS)])
+                (title, [b for b in bindings if not (isinstance(b, Binding) and b.action in acting)])
                 for title, bindings in sections
             ]
         if not isinstance(self.screen, HelpScreen):
@@ -239,6 +259,14 @@ class GputopApp(App[None]):
         if dashboard is not None:
             dashboard.action_clear_filter()
 
+    def open_alerts(self) -> None:
+        if isinstance(self.screen, AlertsScreen):
+            return
+        dashboard = self._dashboard()
+        if dashboard is not None:
+            self._return_to(dashboard)
+        self.push_screen(AlertsScreen())
+
     def open_queue(self) -> None:
         if isinstance(self.screen, QueueScreen):
             return
@@ -253,8 +281,9 @@ class GputopApp(App[None]):
         self.push_screen(NodeScreen(name))
 
     # -- drain and resume ---------------------------------------------------------------------------------
-    def open_node_action(self, action: NodeAction, nodes: list[str]) -> None:
-        """The drain or resume dialog for ``nodes``, its reason prefilled with one node's evidence."""
+    def open_node_action(self, action: NodeAction, nodes: list[str], *, reason: str | None = None) -> None:
+        """The drain or resume dialog for ``nodes``, its reason prefilled with ``reason``, else with one
+        node's evidence."""
         if self.read_only:
             return
         if self.actor is None:
@@ -267,10 +296,11 @@ class GputopApp(App[None]):
         if not nodes or view is None:
             self.notify(f"nothing to {action}: select a node, or mark some with space", severity="warning")
             return
-        reason = ""
-        if action == "drain" and len(nodes) == 1 and nodes[0] in view.rows:
-            row = view.rows[nodes[0]]
-            reason = reason_template(row.source, row.problems)
+        if reason is None:
+            reason = ""
+            if action == "drain" and len(nodes) == 1 and nodes[0] in view.rows:
+                row = view.rows[nodes[0]]
+                reason = reason_template(row.source, row.problems)
         self.push_screen(
             NodeActionScreen(
                 action,

@@ -29,6 +29,7 @@ class GputopCommands(Provider):
             )
         commands.append(("Filter nodes", app.start_filter, "Type a filter such as temp>85"))
         commands.append(("Clear filter", app.clear_filter, "Show every node"))
+        commands.append(("Show the alerts", app.open_alerts, "Every current problem, worst first"))
         commands.append(("Show the Slurm queue", app.open_queue, "Jobs, their GPUs and idle GPU-hours"))
         commands.append(("Refresh now", app.action_refresh, "Poll every node at once"))
         commands.append(("Show keys", app.action_help, "Every key binding"))

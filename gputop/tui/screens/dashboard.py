@@ -38,6 +38,7 @@ class DashboardScreen(Screen[None]):
         Binding("d", "drain", "Drain"),
         Binding("R", "resume", "Resume", show=False),
         Binding("J", "queue", "Jobs"),
+        Binding("A", "alerts", "Alerts"),
     ]
 
     DEFAULT_CSS = """
@@ -127,6 +128,9 @@ class DashboardScreen(Screen[None]):
 
     def action_queue(self) -> None:
         self.gputop.open_queue()
+
+    def action_alerts(self) -> None:
+        self.gputop.open_alerts()
 
     # -- metric -----------------------------------------------------------------------------------------
     def action_cycle_metric(self) -> None:

@@ -60,6 +60,7 @@ class VirtualTable(ScrollView, can_focus=True):
     DROP_ORDER: ClassVar[Sequence[str]] = ()  # columns dropped first on a narrow terminal
     LAST_MIN_WIDTH: ClassVar[int] = 24  # what the last column keeps before others are dropped
     DESCENDING_FIRST: ClassVar[frozenset[str]] = frozenset()  # "worst first" when first chosen
+    KEY_IS_FIRST_COLUMN: ClassVar[bool] = True  # False: row_key is something else; the column keeps its width
 
     BINDINGS: ClassVar[list[BindingType]] = []  # a subclass lists table_bindings(...)
 
@@ -86,12 +87,16 @@ class VirtualTable(ScrollView, can_focus=True):
     def row_opened(self, key: str) -> None:
         """The user asked to open ``key`` (Enter, double click)."""
 
+    def row_key(self, row: Any) -> str:
+        """The key ``row`` has in the mapping given to `set_rows`: by default the first column's text
+        (a node's name, a job's id)."""
+        return self.COLUMNS[0].cell(row, self.cell_context)[0]
+
     def ordered_keys(self, rows: list[Any], column: Column, reverse: bool) -> list[str]:
         """The keys of the rows the filter kept, in the order shown. A subclass whose core module sorts its
         rows (the queue) hands over to it."""
-        first = self.COLUMNS[0]
         ordered = sorted(rows, key=column.sort_key, reverse=reverse)
-        return [first.cell(r, self.cell_context)[0] for r in ordered]
+        return [self.row_key(r) for r in ordered]
 
     # -- data in ------------------------------------------------------------------------------------------
     def set_rows(self, rows: Mapping[str, Any]) -> None:
@@ -147,7 +152,8 @@ class VirtualTable(ScrollView, can_focus=True):
         self.order = self.ordered_keys(rows, self._columns_by_key[self.sort_column], self.sort_reverse)
         first = self.COLUMNS[0]
         self._row_index_cache = None  # built when the cursor needs it: most ticks it does not
-        self._key_width = max(max(map(len, self.order), default=0), first.width - 2) + 2
+        if self.KEY_IS_FIRST_COLUMN:  # the first column is as wide as the longest key (and a mark)
+            self._key_width = max(max(map(len, self.order), default=0), first.width - 2) + 2
         if self.cursor_name is None or not self._has_key(self.cursor_name):
             self.cursor_name = self.order[0] if self.order else None
         self.virtual_size = Size(0, len(self.order) + 1)  # width 0: never a horizontal scrollbar

@@ -1,0 +1,148 @@
+"""Alerts: every current problem across the cluster, worst first, with how long it has lasted, and what
+the user did about it (acknowledged, silenced for a while).
+
+`AlertBook` is fed each tick's node rows and keeps one alert per problem identity (node, kind, GPU and
+subject: the Xid code, the port): the message may change from tick to tick ("GPU3 91 C", then
+"GPU3 92 C") and it is still the same alert, with the time it was first seen. An alert whose problem is
+gone is dropped, with its acknowledgement: if it comes back it is new again. A silence lasts until its
+time, whether the problem comes and goes or not.
+
+New CRIT alerts (a problem that is new, or was a warning) that are neither acknowledged nor silenced are
+reported once, for the UI to ring the bell or notify; not on the first update, whose problems were there
+before anyone was watching. Pure: times come from the caller.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import NamedTuple
+
+from gputop.core.health import Problem
+from gputop.core.models import Severity
+
+
+class AlertKey(NamedTuple):
+    node: str
+    kind: str
+    gpu_index: int | None
+    subject: str = ""  # Problem.subject: the Xid code, the port, the job
+
+    @property
+    def text(self) -> str:
+        """One string per alert, for a table row key: "gpu042/xid/GPU3/79"."""
+        gpu = "node" if self.gpu_index is None else f"GPU{self.gpu_index}"
+        return f"{self.node}/{self.kind}/{gpu}" + (f"/{self.subject}" if self.subject else "")
+
+
+@dataclass(frozen=True, slots=True)
+class Alert:
+    key: AlertKey
+    severity: Severity
+    message: str  # the latest wording of the problem
+    since_s: float  # first seen (this time round)
+    acknowledged: bool = False
+    silenced_until_s: float | None = None
+
+    @property
+    def node(self) -> str:
+        return self.key.node
+
+    def silenced(self, now_s: float) -> bool:
+        return self.silenced_until_s is not None and now_s < self.silenced_until_s
+
+    @property
+    def sort_key(self) -> tuple[int, float, str]:
+        """Worst first, then the oldest (the one that has waited longest), then by node."""
+        return (-self.severity.rank, self.since_s, self.key.text)
+
+
+@dataclass(frozen=True, slots=True)
+class AlertState:
+    alerts: Mapping[str, Alert]  # by AlertKey.text
+    new_crit: tuple[Alert, ...] = ()  # CRIT since this update, neither acknowledged nor silenced
+    taken_at_s: float = 0.0
+
+    def ordered(self) -> list[Alert]:
+        return sorted(self.alerts.values(), key=lambda a: a.sort_key)
+
+
+@dataclass
+class AlertBook:
+    state: AlertState = field(default_factory=lambda: AlertState({}))
+    _acknowledged: set[AlertKey] = field(default_factory=set)
+    _silenced_until_s: dict[AlertKey, float] = field(default_factory=dict)
+    _primed: bool = False  # an update has happened: later CRITs are news
+
+    def update(self, problems: Iterable[Problem], now_s: float) -> AlertState:
+        old = self.state.alerts
+        alerts: dict[str, Alert] = {}
+        new_crit: list[Alert] = []
+        for problem in problems:
+            key = AlertKey(problem.node, problem.kind, problem.gpu_index, problem.subject)
+            text = key.text
+            seen = alerts.get(text)
+            if seen is not None and seen.severity.rank >= problem.severity.rank:
+                continue  # two problems with one identity: the worse one speaks for both
+            before = old.get(text)
+            alert = Alert(
+                key,
+                problem.severity,
+                problem.message,
+                before.since_s if before is not None else now_s,
+                key in self._acknowledged,
+                self._silence(key, now_s),
+            )
+            alerts[text] = alert
+            worse = before is None or before.severity is not Severity.CRIT
+            quiet = alert.acknowledged or alert.silenced(now_s)
+            if problem.severity is Severity.CRIT and worse and not quiet:
+                new_crit.append(alert)
+        # an acknowledgement holds while its problem lasts; a silence until its time
+        self._acknowledged &= {a.key for a in alerts.values()}
+        news = tuple(a for a in new_crit if alerts[a.key.text] is a) if self._primed else ()
+        self._primed = True
+        self.state = AlertState(alerts, news, now_s)
+        return self.state
+
+    def _silence(self, key: AlertKey, now_s: float) -> float | None:
+        until = self._silenced_until_s.get(key)
+        if until is not None and until <= now_s:
+            del self._silenced_until_s[key]
+            return None
+        return until
+
+    def acknowledge(self, text: str, acknowledged: bool = True) -> AlertState:
+        """Marks (or unmarks) the alert as seen by someone: it stays listed, dimmed, and never rings."""
+        alert = self.state.alerts.get(text)
+        if alert is None:
+            return self.state
+        if acknowledged:
+            self._acknowledged.add(alert.key)
+        else:
+            self._acknowledged.discard(alert.key)
+        return self._restate(text, acknowledged=acknowledged)
+
+    def silence(self, text: str, until_s: float | None) -> AlertState:
+        """Silences the alert until ``until_s`` (None: lifts the silence); it stays listed."""
+        alert = self.state.alerts.get(text)
+        if alert is None:
+            return self.state
+        if until_s is None:
+            self._silenced_until_s.pop(alert.key, None)
+        else:
+            self._silenced_until_s[alert.key] = until_s
+        return self._restate(text, silenced_until_s=until_s)
+
+    def _restate(self, text: str, **changes: object) -> AlertState:
+        alerts = dict(self.state.alerts)
+        alerts[text] = replace(alerts[text], **changes)  # type: ignore[arg-type]
+        self.state = replace(self.state, alerts=alerts, new_crit=())
+        return self.state
+
+
+def alert_reason(alert: Alert) -> str:
+    """A drain reason carrying the alert's evidence: its words and since when (UTC)."""
+    since = time.strftime("%Y-%m-%d %H:%M", time.gmtime(alert.since_s))
+    return f"{alert.message} (since {since} UTC)"

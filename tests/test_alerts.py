@@ -1,0 +1,96 @@
+"""The alert book: identity across ticks, worst and oldest first, acknowledgements and silences, and new
+CRIT alerts announced once (never for what was there when gputop started)."""
+
+from __future__ import annotations
+
+from gputop.core.alerts import AlertBook, AlertKey, alert_reason
+from gputop.core.health import Problem
+from gputop.core.models import Severity
+
+T0 = 1_800_000_000.0
+CRIT, WARN = Severity.CRIT, Severity.WARN
+
+
+def hot(temp: int, severity: Severity = WARN, node: str = "gpu001") -> Problem:
+    return Problem(severity, node, 3, "temp", f"GPU3 {temp} C")
+
+
+def xid(node: str = "gpu002") -> Problem:
+    return Problem(CRIT, node, 4, "xid", "GPU4 Xid 79: GPU has fallen off the bus", "79")
+
+
+def test_an_alert_keeps_its_start_while_its_words_change_and_is_new_again_after_it_cleared() -> None:
+    book = AlertBook()
+    book.update([hot(86)], T0)
+    state = book.update([hot(88)], T0 + 30)
+    (alert,) = state.alerts.values()
+    assert alert.message == "GPU3 88 C" and alert.since_s == T0
+    assert alert.key == AlertKey("gpu001", "temp", 3) and alert.key.text == "gpu001/temp/GPU3"
+    book.update([], T0 + 60)
+    (again,) = book.update([hot(87)], T0 + 90).alerts.values()
+    assert again.since_s == T0 + 90
+
+
+def test_worst_then_oldest_first() -> None:
+    book = AlertBook()
+    book.update([hot(86)], T0)
+    state = book.update([hot(86), xid("gpu009"), hot(87, node="gpu000")], T0 + 10)
+    assert [a.key.text for a in state.ordered()] == [
+        "gpu009/xid/GPU4/79",
+        "gpu001/temp/GPU3",
+        "gpu000/temp/GPU3",
+    ]
+
+
+def test_new_crit_is_announced_once_and_not_for_what_was_there_at_start() -> None:
+    book = AlertBook()
+    assert book.update([xid()], T0).new_crit == (), "there before anyone watched"
+    assert book.update([xid()], T0 + 1).new_crit == ()
+    state = book.update([xid(), xid("gpu003")], T0 + 2)
+    assert [a.node for a in state.new_crit] == ["gpu003"]
+    assert book.update([xid(), xid("gpu003")], T0 + 3).new_crit == ()
+    # a warning that becomes critical is news too
+    book.update([hot(86)], T0 + 4)
+    assert [a.key.kind for a in book.update([hot(91, CRIT)], T0 + 5).new_crit] == ["temp"]
+
+
+def test_acknowledged_lasts_while_the_problem_does_and_is_never_announced() -> None:
+    book = AlertBook()
+    book.update([hot(86)], T0)
+    book.acknowledge("gpu001/temp/GPU3")
+    state = book.update([hot(91, CRIT)], T0 + 1)
+    assert state.alerts["gpu001/temp/GPU3"].acknowledged and state.new_crit == ()
+    book.update([], T0 + 2)
+    assert not book.update([hot(86)], T0 + 3).alerts["gpu001/temp/GPU3"].acknowledged
+    book.acknowledge("gpu001/temp/GPU3")
+    assert not book.acknowledge("gpu001/temp/GPU3", False).alerts["gpu001/temp/GPU3"].acknowledged
+    assert book.acknowledge("nope/x/node").alerts.keys() == {"gpu001/temp/GPU3"}
+
+
+def test_a_silence_lasts_until_its_time_even_if_the_problem_comes_and_goes() -> None:
+    book = AlertBook()
+    book.update([hot(86)], T0)
+    book.silence("gpu001/temp/GPU3", T0 + 600)
+    book.update([], T0 + 10)
+    state = book.update([hot(91, CRIT)], T0 + 20)
+    alert = state.alerts["gpu001/temp/GPU3"]
+    assert alert.silenced(T0 + 20) and state.new_crit == ()
+    later = book.update([hot(91, CRIT)], T0 + 601).alerts["gpu001/temp/GPU3"]
+    assert not later.silenced(T0 + 601) and later.silenced_until_s is None
+    book.silence("gpu001/temp/GPU3", T0 + 9999)
+    assert book.silence("gpu001/temp/GPU3", None).alerts["gpu001/temp/GPU3"].silenced_until_s is None
+
+
+def test_two_problems_of_one_kind_on_one_gpu_make_one_alert_the_worse() -> None:
+    book = AlertBook()
+    state = book.update(
+        [Problem(WARN, "n1", 0, "xid", "GPU0 Xid 13"), Problem(CRIT, "n1", 0, "xid", "GPU0 Xid 79")], T0
+    )
+    (alert,) = state.alerts.values()
+    assert alert.severity is CRIT and alert.message == "GPU0 Xid 79"
+
+
+def test_the_drain_reason_carries_the_words_and_since_when() -> None:
+    book = AlertBook()
+    (alert,) = book.update([xid()], T0).alerts.values()
+    assert alert_reason(alert) == "GPU4 Xid 79: GPU has fallen off the bus (since 2027-01-15 08:00 UTC)"
