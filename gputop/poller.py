@@ -18,6 +18,7 @@ from gputop.clock import Clock
 from gputop.core.alerts import AlertBook
 from gputop.core.config import PollConfig, Thresholds
 from gputop.core.health import format_age
+from gputop.core.health_tracker import HealthTracker
 from gputop.core.heatmap import CellCodes, cell_codes
 from gputop.core.idle import IdleTracker
 from gputop.core.interconnect_deviations import InterconnectTracker
@@ -71,6 +72,7 @@ class Poller:
         # idleness, so a pause is never mistaken for a GPU sitting idle.
         self.interconnect_tracker = InterconnectTracker()
         self.alert_book = AlertBook()
+        self.health_tracker = HealthTracker(thresholds)
         self.idle_tracker = IdleTracker(
             thresholds.idle_util_pct, thresholds.idle_minutes, max_step_s=max(60.0, 2 * poll.interval_s)
         )
@@ -116,7 +118,7 @@ class Poller:
                     await source.close()
 
     def _replay_history(self) -> None:
-        """Feeds the sources' recent past (the demo's) to the idle tracker, oldest first."""
+        """Feeds the sources' recent past (the demo's) to the idle and health trackers, oldest first."""
         for source in self.sources:
             take_history = getattr(source, "take_history", None)
             if take_history is None:
@@ -126,6 +128,7 @@ class Poller:
                     cluster=self.cluster, taken_at_s=taken_at_s, nodes=result.nodes, slurm=result.slurm
                 )
                 self.idle_tracker.update(snapshot)
+                self.health_tracker.update(snapshot)
 
     async def tick(self) -> ClusterView:
         now_s = self.clock.now()
@@ -150,6 +153,7 @@ class Poller:
         previous = self.view
         idle = self.idle_tracker.update(snapshot)
         interconnect = self.interconnect_tracker.update(snapshot.nodes)
+        health = self.health_tracker.update(snapshot)
         rows: dict[str, NodeRow] = {}
         cells: dict[str, CellCodes] = {}
         metric = self.cell_metric
@@ -159,7 +163,13 @@ class Poller:
         for start in range(0, len(snapshot.nodes), DERIVE_CHUNK_NODES):
             chunk = snapshot.nodes[start : start + DERIVE_CHUNK_NODES]
             chunk_rows = derive_rows(
-                snapshot, chunk, self.thresholds, previous, idle=idle, interconnect=interconnect
+                snapshot,
+                chunk,
+                self.thresholds,
+                previous,
+                idle=idle,
+                interconnect=interconnect,
+                health=health,
             )
             for node in chunk:
                 row = chunk_rows[node.name]

@@ -394,6 +394,30 @@ class FakeNvml(types.ModuleType):
     def nvmlDeviceGetCurrentClocksThrottleReasons(self, handle: Handle) -> int:
         return self._reasons("nvmlDeviceGetCurrentClocksThrottleReasons", handle)
 
+    def nvmlDeviceGetRemappedRows(self, device: Handle) -> tuple[int, int, int, int]:
+        s = self._sample("nvmlDeviceGetRemappedRows", device)
+        return (0, 0, int(self._value(s.remapped_rows_pending)), int(bool(s.remapped_rows_failure)))
+
+    def nvmlDeviceGetRetiredPagesPendingStatus(self, device: Handle) -> int:
+        s = self._sample("nvmlDeviceGetRetiredPagesPendingStatus", device)
+        return int(self._value(s.retired_pages_pending))  # None (GPUs that remap rows instead) raises
+
+    def nvmlDeviceGetCurrPcieLinkGeneration(self, handle: Handle) -> int:
+        s = self._sample("nvmlDeviceGetCurrPcieLinkGeneration", handle)
+        return int(self._value(s.pcie_link_gen))
+
+    def nvmlDeviceGetMaxPcieLinkGeneration(self, handle: Handle) -> int:
+        s = self._sample("nvmlDeviceGetMaxPcieLinkGeneration", handle)
+        return int(self._value(s.pcie_link_gen_max))
+
+    def nvmlDeviceGetCurrPcieLinkWidth(self, handle: Handle) -> int:
+        s = self._sample("nvmlDeviceGetCurrPcieLinkWidth", handle)
+        return int(self._value(s.pcie_link_width_lanes))
+
+    def nvmlDeviceGetMaxPcieLinkWidth(self, handle: Handle) -> int:
+        s = self._sample("nvmlDeviceGetMaxPcieLinkWidth", handle)
+        return int(self._value(s.pcie_link_width_max_lanes))
+
     def nvmlDeviceGetComputeRunningProcesses(self, handle: Handle) -> list[ProcessInfo]:
         s = self._sample("nvmlDeviceGetComputeRunningProcesses", handle)
         procs = [

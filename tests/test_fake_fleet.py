@@ -702,3 +702,31 @@ def test_interconnect_answers_parse_back_to_the_simulators_facts() -> None:
         *(f"\t Link {k}: 25.000 GB/s" for k in range(11)),
         "\t Link 11: <inactive>",
     ]
+
+
+async def test_old_driver_rejects_new_fields_and_the_ssh_source_streams_without_them(fleet: Fleet) -> None:
+    node = healthy(fleet)
+    fleet.faults.set(node, Fault.OLD_DRIVER)
+    async with connect(fleet, node) as conn:
+        refused = await conn.run(COMMANDS["metrics"].command_line)
+    assert refused.exit_status != 0
+    assert 'Field "remapped_rows.pending" is not a valid field to query.' in str(refused.stdout)
+
+    config = load_config(fleet.config_path)
+    poll = dataclasses.replace(config.poll, interval_s=0.2)
+    source = SshSource(config.clusters[0], poll, time.time)
+    await source.start()
+    try:
+        deadline = time.monotonic() + 20.0
+        while True:
+            sample = next(n for n in (await source.collect(time.time())).nodes if n.name == node)
+            if len(sample.gpus) == 8:
+                break
+            assert time.monotonic() < deadline, sample.error
+            await asyncio.sleep(0.1)
+    finally:
+        await source.close()
+    # both remapped_rows fields dropped, one at a time; the rest still read
+    assert all(g.remapped_rows_pending is None and g.remapped_rows_failure is None for g in sample.gpus)
+    assert all(g.temp_c is not None and g.pcie_link_width_lanes == 16 for g in sample.gpus)
+    assert sample.error is None

@@ -389,7 +389,7 @@ async def test_check_over_ssh_names_hung_nodes_within_the_timeout_and_a_healthy_
 
         troubled = {i.node for i in fleet.cluster.incidents} | set(stalled)
         healthy = [n for n in fleet.node_names if n not in troubled]
-        assert len(healthy) >= 4
+        assert len(healthy) >= 2
         config = subset_config(fleet, tmp_path / "healthy.yaml", healthy)
         status, out, err, took_s = await gputop_async(tmp_path, "check", "--config", str(config))
         assert status == 0, out + err

@@ -24,6 +24,13 @@ def line(index: int, util: str = "50", mig: str = "Disabled") -> bytes:
         "ecc.errors.uncorrected.volatile.total": "0",
         "mig.mode.current": mig,
         "clocks_throttle_reasons.active": "0x0000000000000000",
+        "retired_pages.pending": "[N/A]",
+        "remapped_rows.pending": "No",
+        "remapped_rows.failure": "No",
+        "pcie.link.gen.current": "5",
+        "pcie.link.gen.max": "5",
+        "pcie.link.width.current": "16",
+        "pcie.link.width.max": "16",
     }
     return (", ".join(values[f] for f in QUERY_GPU_FIELDS) + "\n").encode()
 

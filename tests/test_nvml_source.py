@@ -72,6 +72,16 @@ async def test_values_match_the_simulator(text_as_bytes: bool) -> None:
         assert got.ecc_uncorrected == want.ecc_uncorrected
         assert got.mig_enabled is False
         assert got.throttle_reasons == want.throttle_reasons
+        assert got.retired_pages_pending is want.retired_pages_pending is None  # H100: rows remap instead
+        assert got.remapped_rows_pending is want.remapped_rows_pending is False
+        assert got.remapped_rows_failure is want.remapped_rows_failure is False
+        assert (
+            (got.pcie_link_gen, got.pcie_link_gen_max)
+            == (want.pcie_link_gen, want.pcie_link_gen_max)
+            == (5, 5)
+        )
+        assert got.pcie_link_width_lanes == want.pcie_link_width_lanes == 16
+        assert got.pcie_link_width_max_lanes == want.pcie_link_width_max_lanes == 16
         assert [(p.pid, p.used_mib) for p in got.processes] == [(p.pid, p.used_mib) for p in want.processes]
     # the simulator's hot GPU throttles on temperature: the reason survives the trip through the bitmask
     assert node.gpus[3].throttle_reasons == ("sw_thermal_slowdown",)
@@ -133,6 +143,9 @@ async def test_mig_gpu_utilization_is_none_not_zero() -> None:
         ("nvmlDeviceGetMaxClockInfo", ("sm_clock_max_mhz",)),
         ("nvmlDeviceGetPciInfo", ("pci_bus_id",)),
         ("nvmlDeviceGetUtilizationRates", ("util_pct", "mem_util_pct")),
+        ("nvmlDeviceGetRemappedRows", ("remapped_rows_pending", "remapped_rows_failure")),
+        ("nvmlDeviceGetCurrPcieLinkGeneration", ("pcie_link_gen",)),
+        ("nvmlDeviceGetMaxPcieLinkWidth", ("pcie_link_width_max_lanes",)),
     ],
 )
 async def test_unsupported_field_is_none(function: str, fields: tuple[str, ...]) -> None:

@@ -64,6 +64,13 @@ def stream_line(**cells: str) -> str:
         "ecc.errors.uncorrected.volatile.total": "0",
         "mig.mode.current": "Disabled",
         "clocks_throttle_reasons.active": "0x0000000000000004",
+        "retired_pages.pending": "[N/A]",
+        "remapped_rows.pending": "No",
+        "remapped_rows.failure": "No",
+        "pcie.link.gen.current": "5",
+        "pcie.link.gen.max": "5",
+        "pcie.link.width.current": "16",
+        "pcie.link.width.max": "16",
     }
     for key, value in cells.items():
         values[key.replace("__", ".")] = value
@@ -141,12 +148,9 @@ def test_h100_csv_values() -> None:
     assert gpu.mem_total_mib == 81559.0
     assert gpu.mem_used_mib == 0.0
     assert gpu.power_w is None  # not asked for: unknown, never 0
-    assert result.rows[0] == {
-        "driver_version": "595.71.05",
-        "pstate": "P0",
-        "pcie.link.gen.current": "5",
-        "memory.free": "81081 MiB",
-    }
+    assert gpu.pcie_link_gen == 5
+    assert gpu.pcie_link_gen_max is None  # not asked for
+    assert result.rows[0] == {"driver_version": "595.71.05", "pstate": "P0", "memory.free": "81081 MiB"}
     assert result.fields[6] == "utilization.gpu"  # "[%]" stripped from the header
 
 
@@ -185,6 +189,11 @@ HEADER = (
     "memory.total [MiB], temperature.gpu, power.draw [W], power.limit [W], clocks.current.sm [MHz], "
     "clocks.max.sm [MHz], ecc.errors.uncorrected.volatile.total, mig.mode.current, "
     "clocks_throttle_reasons.active"
+)
+# The header of the stream's own fields (QUERY_GPU_FIELDS) as nvidia-smi prints it.
+STREAM_HEADER = (
+    HEADER + ", retired_pages.pending, remapped_rows.pending, remapped_rows.failure, pcie.link.gen.current, "
+    "pcie.link.gen.max, pcie.link.width.current, pcie.link.width.max"
 )
 UNITS_ROW = (
     "1, GPU-aa, NVIDIA A100-SXM4-80GB, 00000000:07:00.0, 45 %, 12 %, 1234 MiB, 81920 MiB, 61, "
@@ -235,7 +244,8 @@ def test_no_value_cells_become_none() -> None:
 def test_loop_output_with_repeated_header_crlf_tabs_and_trailing_blanks() -> None:
     rows = [stream_line(index=str(i % 2), **{"temperature__gpu": str(50 + i)}) for i in range(4)]
     tabbed = rows[2].replace(", ", ",\t")
-    text = f"{HEADER}\r\n{rows[0]}\r\n{rows[1]}   \r\n\r\n{HEADER}\r\n{tabbed}\r\n{rows[3]}\t\r\n\r\n"
+    header = STREAM_HEADER
+    text = f"{header}\r\n{rows[0]}\r\n{rows[1]}   \r\n\r\n{header}\r\n{tabbed}\r\n{rows[3]}\t\r\n\r\n"
     result = query_gpu(text)
     assert [g.index for g in result.gpus] == [0, 1, 0, 1]
     assert [g.temp_c for g in result.gpus] == [50.0, 51.0, 52.0, 53.0]
@@ -254,7 +264,7 @@ def test_rows_with_wrong_column_count_or_bad_numbers_are_skipped_with_notes() ->
     bad_number = stream_line(memory__used="lots")
     result = query_gpu("\n".join([good, short, bad_number, good]))
     assert len(result.gpus) == 2
-    assert any("line 2: 15 columns, expected 16" in n for n in result.notes)
+    assert any("line 2: 22 columns, expected 23" in n for n in result.notes)
     assert any("line 3: memory.used: unreadable value 'lots'" in n for n in result.notes)
 
 
@@ -804,13 +814,13 @@ def test_xid_odd_input() -> None:
     "cells",
     [
         "0, GPU-a, NVIDIA H100 80GB HBM3, 00000000:18:00.0, 97, 40, 70000, 81559, 71, 650.5, 700.00,"
-        " 1980, 1980, 0, Disabled, 0x0000000000000000",
+        " 1980, 1980, 0, Disabled, 0x0000000000000000, [N/A], No, No, 5, 5, 16, 16",
         "3, GPU-b, NVIDIA A100, 00000000:3B:00.0, [N/A], [N/A], 1000, 40960, 40, 60.1, 400.00, 1410, 1410,"
-        " [N/A], Enabled, 0x0000000000000001",
+        " [N/A], Enabled, 0x0000000000000001, No, [N/A], [N/A], 4, 4, 16, 16",
         "1, GPU-c, NVIDIA GeForce RTX 3070, [N/A], 5, 3, 300, 8192, 45, [N/A], [N/A], 210, 1905, [N/A],"
-        " [N/A], 0x0000000000000004",
+        " [N/A], 0x0000000000000004, [N/A], [N/A], [N/A], 1, 4, 16, 16",
         "2 , GPU-d , NVIDIA B200 , 00000000:1A:00.0 , 0 , 0 , 0 , 183359 , 30 , 140 , 1000 , 120 , 1965 , 3 ,"
-        " Disabled , 0x0000000000000000 ",
+        " Disabled , 0x0000000000000000 , [N/A] , Yes , No , 5 , 5 , 8 , 16 ",
     ],
 )
 def test_a_stream_line_reads_as_the_same_row_of_a_whole_output_does(cells: str) -> None:
@@ -821,3 +831,38 @@ def test_a_stream_line_reads_as_the_same_row_of_a_whole_output_does(cells: str) 
     assert isinstance(fast, GpuSample) and not isinstance(whole, ParseFailure)
     assert fast == whole.gpus[0]
     assert type(fast) is GpuSample
+
+
+def test_memory_repair_and_pcie_link_fields() -> None:
+    line = stream_line(
+        retired_pages__pending="Yes",
+        remapped_rows__pending="Yes",
+        remapped_rows__failure="No",
+        pcie__link__gen__current="3",
+        pcie__link__width__current="8",
+    )
+    gpu = parse_query_gpu_line(line, QUERY_GPU_FIELDS)
+    assert isinstance(gpu, GpuSample)
+    assert (gpu.retired_pages_pending, gpu.remapped_rows_pending, gpu.remapped_rows_failure) == (
+        True,
+        True,
+        False,
+    )
+    assert (gpu.pcie_link_gen, gpu.pcie_link_gen_max) == (3, 5)
+    assert (gpu.pcie_link_width_lanes, gpu.pcie_link_width_max_lanes) == (8, 16)
+
+
+def test_memory_repair_fields_unsupported_or_odd_are_unknown_not_a_lost_row() -> None:
+    line = stream_line(
+        retired_pages__pending="[N/A]",
+        remapped_rows__pending="[Not Supported]",
+        remapped_rows__failure="Maybe",
+    )
+    gpu = parse_query_gpu_line(line, QUERY_GPU_FIELDS)
+    assert isinstance(gpu, GpuSample)
+    assert (gpu.retired_pages_pending, gpu.remapped_rows_pending, gpu.remapped_rows_failure) == (
+        None,
+        None,
+        None,
+    )
+    assert gpu.temp_c == 67.0

@@ -263,6 +263,8 @@ def test_incident_placement_is_fixed_and_spread() -> None:
         "missing_gpu": 30,
         "nvlink_degraded": 4,
         "ib_slow": 8,
+        "pcie_degraded": 12,
+        "remap_pending": 16,
     }
     for n in (8, 9, 15, 16, 17, 31, 100, 1000, 4096):
         placed = incident_node_indices(n)

@@ -13,7 +13,7 @@ from gputop.sources.demo import SimulatorSource
 from gputop.tui.app import GputopApp
 from gputop.tui.screens.dashboard import DashboardScreen
 from gputop.tui.screens.help import HelpScreen
-from gputop.tui.screens.node import NodeScreen
+from gputop.tui.screens.node import GPU_COLUMNS, NodeScreen
 from gputop.tui.widgets.cluster_map import ClusterMap
 from gputop.tui.widgets.node_table import NodeTable
 from gputop.tui.widgets.status_header import StatusHeader
@@ -224,8 +224,9 @@ async def test_node_screen_shows_incidents_in_words() -> None:
         app.open_node(mig)
         await pilot.pause()
         table = app.screen.query_one("#gpus", DataTable)
-        utils = [str(table.get_row_at(i)[2]) for i in range(table.row_count)]
-        migs = [str(table.get_row_at(i)[8]) for i in range(table.row_count)]
+        columns = [key for key, _ in GPU_COLUMNS]
+        utils = [str(table.get_row_at(i)[columns.index("util")]) for i in range(table.row_count)]
+        migs = [str(table.get_row_at(i)[columns.index("mig")]) for i in range(table.row_count)]
         assert "n/a" in utils  # MIG GPU: not reported, never 0%
         assert migs[utils.index("n/a")] == "on"
         drained = incident_node(app, "drained")
@@ -233,6 +234,12 @@ async def test_node_screen_shows_incidents_in_words() -> None:
         await pilot.pause()
         details = str(app.screen.query_one("#details-text").render())
         assert "RMA requested (OPS-4411)" in details and "by root" in details
+        hot = incident_node(app, "hot_gpu")
+        app.open_node(hot)
+        await pilot.pause()
+        table = app.screen.query_one("#gpus", DataTable)
+        health = [str(table.get_row_at(i)[columns.index("health")]) for i in range(table.row_count)]
+        assert health[3].startswith(("CRIT ", "WARN ")) and health[0] == "ok"  # GPU3 runs near 90 C
 
 
 async def test_unresponsive_node_goes_from_stale_to_down_as_time_passes() -> None:

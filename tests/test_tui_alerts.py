@@ -130,3 +130,27 @@ async def test_read_only_alerts_have_no_drain() -> None:
         await pilot.pause()
         assert isinstance(app.screen, AlertsScreen)
         assert "drain" not in {b.binding.action for b in app.screen.active_bindings.values()}
+
+
+async def test_the_demos_pcie_and_row_remapping_incidents_are_alerts_and_drain_from_one() -> None:
+    app = demo_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for_data(pilot)
+        screen = await open_alerts(pilot)
+        table = screen.query_one(AlertTable)
+        alerts = app.poller.alert_book.state.alerts
+        by_message = {alerts[k].message: k for k in table.order}
+        assert "GPU2 PCIe x8, max x16" in by_message
+        remap = by_message["GPU6 row remapping pending: reset the GPU"]
+        for _ in range(len(table.order)):
+            if table.cursor_name == remap:
+                break
+            await pilot.press("down")
+        assert table.cursor_name == remap
+        await pilot.press("d")
+        await pilot.pause()
+        dialog = app.screen
+        assert isinstance(dialog, NodeActionScreen) and dialog.nodes == (alerts[remap].node,)
+        assert dialog.query_one("#reason", Input).value.startswith(
+            "GPU6 row remapping pending: reset the GPU"
+        )

@@ -222,6 +222,17 @@ class Thresholds:
     power_warn_pct: float = _opt(100.0, lo=0, hi=200, unit="percent of the power limit")
     idle_util_pct: float = _opt(5.0, lo=0, hi=100, unit="percent")
     idle_minutes: float = _opt(10.0, lo=0, lo_open=True, unit="minutes")
+    # A temperature must stay over its threshold this long before it is reported (0: at once), so a
+    # short spike under a burst of work pages nobody.
+    temp_sustain_s: float = _opt(30.0, lo=0, hi=3600, unit="seconds")
+    # A reported temperature clears only once it falls this far below its threshold, so a GPU hovering
+    # at 84-86 C against 85 does not flap in and out of the alerts.
+    hysteresis_c: float = _opt(3.0, lo=0, hi=20, unit="degrees Celsius")
+    # Likewise for memory: reported from mem_warn_pct, cleared this many points below it.
+    mem_hysteresis_pct: float = _opt(2.0, lo=0, hi=20, unit="percentage points")
+    # A PCIe generation below the maximum counts only while the GPU works harder than this: idle GPUs
+    # lower the link speed to save power. It must last temp_sustain_s too.
+    pcie_busy_util_pct: float = _opt(20.0, lo=0, hi=100, unit="percent")
 
 
 @dataclass(frozen=True, slots=True)

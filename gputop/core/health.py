@@ -7,63 +7,30 @@ passes the time.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from gputop.core.config import Thresholds
+from gputop.core.gpu_rules import gpu_problems
+from gputop.core.health_tracker import GpuFlag, instant_flags
 from gputop.core.idle import IdleGpu
 from gputop.core.interconnect_deviations import Deviation
 from gputop.core.models import NodeSample, Reachability, Severity, SlurmNode
+from gputop.core.problem import Problem
+from gputop.core.xid_codes import APPLICATION_XIDS, HARDWARE_XIDS, xid_meaning
 
-# Xid codes that point at the hardware or the driver rather than at the user's program.
-# Meanings follow NVIDIA's Xid catalogue.
-HARDWARE_XIDS: dict[int, str] = {
-    48: "double-bit ECC error",
-    61: "internal micro-controller breakpoint",
-    62: "internal micro-controller halt",
-    63: "ECC page retirement or row remapping recording event",
-    64: "ECC page retirement or row remapper recording failure",
-    74: "NVLink error",
-    79: "GPU has fallen off the bus",
-    92: "high single-bit ECC error rate",
-    94: "contained ECC error",
-    95: "uncontained ECC error",
-    119: "GSP RPC timeout",
-    120: "GSP error",
-}
-APPLICATION_XIDS: dict[int, str] = {
-    13: "graphics engine exception (often an application fault)",
-    31: "GPU memory page fault (often an application fault)",
-    43: "GPU stopped processing (often an application fault)",
-    45: "preemptive cleanup, due to previous errors",
-}
-
+__all__ = [
+    "APPLICATION_XIDS",
+    "DRIVER_TROUBLE_WORDS",
+    "HARDWARE_XIDS",
+    "Problem",
+    "assess_node",
+    "format_age",
+    "format_idle",
+    "idle_problems",
+    "xid_meaning",
+]
 
 # Words in a collection error that mean the GPU or its driver, not the network, is in trouble.
 DRIVER_TROUBLE_WORDS = ("lost", "fallen off", "driver", "nvml", "not installed")
-
-
-@dataclass(frozen=True, slots=True)
-class Problem:
-    severity: Severity
-    node: str
-    gpu_index: int | None
-    kind: str  # stable key: "temp", "mem", "ecc", "xid", "down", ...
-    message: str  # short, for a table cell: "GPU3 91 C"
-    # what, within its node, kind and GPU, this problem is about, where there can be several: the Xid
-    # code, the IB port, the job; with the others it names one alert that lasts while its words change
-    subject: str = ""
-
-    @property
-    def sort_key(self) -> tuple[int, str, int]:
-        return (-self.severity.rank, self.node, -1 if self.gpu_index is None else self.gpu_index)
-
-
-def xid_meaning(code: int) -> tuple[Severity, str]:
-    if code in HARDWARE_XIDS:
-        return Severity.CRIT, HARDWARE_XIDS[code]
-    if code in APPLICATION_XIDS:
-        return Severity.WARN, APPLICATION_XIDS[code]
-    return Severity.WARN, "see NVIDIA's Xid catalogue"
 
 
 def assess_node(
@@ -74,8 +41,13 @@ def assess_node(
     *,
     idle_gpus: Sequence[IdleGpu] = (),
     interconnect: Sequence[Deviation] = (),
+    flags: tuple[GpuFlag, ...] | None = None,
 ) -> tuple[Problem, ...]:
     """Every problem on one node, worst first.
+
+    ``flags``: the node's temperature, memory and PCIe generation flags from the poller's
+    `gputop.core.health_tracker.HealthTracker` (sustained, with hysteresis); None reads every threshold
+    at once, as a tracker with no past would.
 
     ``interconnect``: how the node's links differ from its peers'
     (`gputop.core.interconnect_deviations.FleetInterconnect.of`); a port already reported down by its own
@@ -113,19 +85,11 @@ def assess_node(
         which = ",".join(f"GPU{i}" for i in absent) if absent else f"{missing} GPU(s)"
         add(Severity.CRIT, absent[0] if len(absent) == 1 else None, "missing", f"{which} missing")
 
-    for gpu in node.gpus:
-        if gpu.temp_c is not None:
-            if gpu.temp_c >= thresholds.temp_crit_c:
-                add(Severity.CRIT, gpu.index, "temp", f"GPU{gpu.index} {gpu.temp_c:.0f} C")
-            elif gpu.temp_c >= thresholds.temp_warn_c:
-                add(Severity.WARN, gpu.index, "temp", f"GPU{gpu.index} {gpu.temp_c:.0f} C")
-        mem_pct = gpu.mem_pct
-        if mem_pct is not None and mem_pct >= thresholds.mem_warn_pct:
-            add(Severity.WARN, gpu.index, "mem", f"GPU{gpu.index} memory {mem_pct:.0f}%")
-        if gpu.ecc_uncorrected:
-            add(Severity.CRIT, gpu.index, "ecc", f"GPU{gpu.index} {gpu.ecc_uncorrected} uncorrected ECC")
-        if any("thermal" in reason or "hw_slowdown" in reason for reason in gpu.throttle_reasons):
-            add(Severity.WARN, gpu.index, "throttle", f"GPU{gpu.index} throttled ({gpu.throttle_reasons[0]})")
+    # GPUs whose NVLink count a comparison with the peers already names: the node's own rule keeps quiet
+    nvlink_said = {
+        d.gpu_index for d in interconnect if d.gpu_index is not None and d.message.endswith("NVLinks active")
+    }
+    gpu_problems(node, instant_flags(node.gpus, thresholds) if flags is None else flags, add, nvlink_said)
 
     for event in node.xid_events:
         severity, meaning = xid_meaning(event.code)

@@ -71,6 +71,16 @@ class GpuSample(NamedTuple):
     mig_enabled: bool | None
     throttle_reasons: tuple[str, ...] = ()
     processes: tuple[GpuProcess, ...] = ()
+    # Memory repair state: None where the GPU does not report it (retired pages on GPUs that remap rows
+    # instead, remapped rows before Ampere, or a driver that lacks the field).
+    retired_pages_pending: bool | None = None
+    remapped_rows_pending: bool | None = None
+    remapped_rows_failure: bool | None = None
+    # The PCIe link as trained now and at best; idle GPUs lower the generation to save power.
+    pcie_link_gen: int | None = None
+    pcie_link_gen_max: int | None = None
+    pcie_link_width_lanes: int | None = None
+    pcie_link_width_max_lanes: int | None = None
 
     @property
     def mem_pct(self) -> float | None:

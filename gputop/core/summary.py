@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from gputop.core.alerts import AlertState
 from gputop.core.config import Thresholds
 from gputop.core.health import Problem, assess_node, idle_problems
+from gputop.core.health_tracker import GpuFlag, HealthFlags
 from gputop.core.heatmap import CellCodes
 from gputop.core.idle import IdleGpu, IdleState
 from gputop.core.interconnect_deviations import Deviation, FleetInterconnect
@@ -46,6 +47,9 @@ class NodeRow:
     idle_problems: tuple[Problem, ...] = field(default=(), compare=False, repr=False)
     # how its links differ from its peers' (also in `problems`): the row is rebuilt when they change
     interconnect: tuple[Deviation, ...] = field(default=(), compare=False, repr=False)
+    # its GPUs' tracked temperature, memory and PCIe flags (None: read at once, without a tracker); the
+    # row is rebuilt when they change
+    flags: tuple[GpuFlag, ...] | None = field(default=None, compare=False, repr=False)
 
     @property
     def idle_gpu_count(self) -> int:
@@ -113,8 +117,11 @@ def node_row(
     *,
     idle_gpus: tuple[IdleGpu, ...] = (),
     interconnect: tuple[Deviation, ...] = (),
+    flags: tuple[GpuFlag, ...] | None = None,
 ) -> NodeRow:
-    problems = assess_node(node, slurm, thresholds, now_s, idle_gpus=idle_gpus, interconnect=interconnect)
+    problems = assess_node(
+        node, slurm, thresholds, now_s, idle_gpus=idle_gpus, interconnect=interconnect, flags=flags
+    )
     utils: list[float] = []
     temps: list[float] = []
     mem_used = mem_total = power = power_limit = 0.0
@@ -152,6 +159,7 @@ def node_row(
         idle_gpu_indices=frozenset(gpu.index for gpu in idle_gpus),
         idle_problems=tuple(p for p in problems if p.kind == "idle") if idle_gpus else (),
         interconnect=interconnect,
+        flags=flags,
     )
 
 
@@ -162,11 +170,15 @@ def build_view(
     *,
     idle: IdleState | None = None,
     interconnect: FleetInterconnect | None = None,
+    health: HealthFlags | None = None,
 ) -> ClusterView:
     """``idle``: the `IdleTracker`'s state for this snapshot; its flagged GPUs become "idle" problems and
     the job rows' idle figures. ``interconnect``: the `InterconnectTracker`'s comparison of the nodes'
-    links with their peers'; each deviation becomes a problem of kind "interconnect"."""
-    rows = derive_rows(snapshot, snapshot.nodes, thresholds, previous, idle=idle, interconnect=interconnect)
+    links with their peers'; each deviation becomes a problem of kind "interconnect". ``health``: the
+    `HealthTracker`'s flags for this snapshot (None: every threshold counts at once)."""
+    rows = derive_rows(
+        snapshot, snapshot.nodes, thresholds, previous, idle=idle, interconnect=interconnect, health=health
+    )
     jobs = job_rows(snapshot, idle, previous.jobs if previous is not None else None)
     return ClusterView(
         snapshot=snapshot,
@@ -186,10 +198,11 @@ def derive_rows(
     *,
     idle: IdleState | None = None,
     interconnect: FleetInterconnect | None = None,
+    health: HealthFlags | None = None,
 ) -> dict[str, NodeRow]:
     """Rows for some of the snapshot's nodes, reusing the previous view's row where nothing changed.
-    Callers that must stay responsive derive a large cluster a slice at a time. ``idle`` and
-    ``interconnect`` as in build_view.
+    Callers that must stay responsive derive a large cluster a slice at a time. ``idle``,
+    ``interconnect`` and ``health`` as in build_view.
     """
     deviations: Mapping[str, tuple[Deviation, ...]] = interconnect.deviations if interconnect else {}
     slurm_nodes: Mapping[str, SlurmNode] = snapshot.slurm.nodes if snapshot.slurm else {}
@@ -203,6 +216,7 @@ def derive_rows(
         old = old_rows.get(name)
         idle_gpus = idle_by_node.get(name, ())
         differs = deviations.get(name, ())
+        flags = None if health is None else health.get(name, ())
         # A stale or down node's problem text carries its age, so it is redone every tick; an idle GPU's
         # text carries its idle minutes and is compared (only nodes with idle GPUs pay for it).
         if (
@@ -212,10 +226,13 @@ def derive_rows(
             and node.reachability is Reachability.OK
             and (old.idle_problems == idle_problems(name, idle_gpus) if idle_gpus else not old.idle_problems)
             and old.interconnect == differs
+            and old.flags == flags
         ):
             rows[name] = old
         else:
-            rows[name] = node_row(node, slurm, thresholds, now_s, idle_gpus=idle_gpus, interconnect=differs)
+            rows[name] = node_row(
+                node, slurm, thresholds, now_s, idle_gpus=idle_gpus, interconnect=differs, flags=flags
+            )
     return rows
 
 

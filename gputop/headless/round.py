@@ -143,6 +143,8 @@ async def _tick(
     # What Poller.run does before its first tick: the demo's recent past goes to the idle tracker, so a
     # job holding idle GPUs is named in this one round.
     poller._replay_history()
+    # One round has no past to wait on: a temperature over its threshold now is reported now.
+    poller.health_tracker.sustain_s = 0.0
     view = await poller.tick()
     return view, poller.source_errors
 

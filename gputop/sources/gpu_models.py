@@ -24,6 +24,7 @@ class GpuModel:
     ib_rate_gbps: float  # the InfiniBand generation such nodes ship with: NDR 400, HDR 200
     nvlinks_per_gpu: int  # NVLinks of one GPU, as `nvidia-smi nvlink -s` lists them
     nvlink_speed_gbyte_s: float  # GB/s (bytes) per link and direction, as `nvlink -s` prints it
+    pcie_gen_max: int = 5  # the PCIe generation the GPU's link trains at (x16 on every model here)
 
 
 _MODELS = (
@@ -65,6 +66,7 @@ _MODELS = (
         ib_rate_gbps=200.0,
         nvlinks_per_gpu=12,
         nvlink_speed_gbyte_s=25.0,
+        pcie_gen_max=4,
     ),
     GpuModel(
         key="A100-40GB",
@@ -78,6 +80,7 @@ _MODELS = (
         ib_rate_gbps=200.0,
         nvlinks_per_gpu=12,
         nvlink_speed_gbyte_s=25.0,
+        pcie_gen_max=4,
     ),
     GpuModel(
         key="B200",

@@ -189,6 +189,9 @@ class NvmlSource:
         if reasons is None:
             reasons = get("nvmlDeviceGetCurrentClocksThrottleReasons")
         sm = nvml.NVML_CLOCK_SM
+        # (correctable, uncorrectable, pending, failure); Ampere and newer only
+        remapped = get("nvmlDeviceGetRemappedRows")
+        retired_pending = get("nvmlDeviceGetRetiredPagesPendingStatus")
         return GpuSample(
             index=index,
             uuid=uuid,
@@ -213,6 +216,13 @@ class NvmlSource:
             mig_enabled=int(mig[0]) == nvml.NVML_DEVICE_MIG_ENABLE if mig is not None else None,
             throttle_reasons=throttle_reason_names(int(reasons)) if reasons is not None else (),
             processes=self._processes(get("nvmlDeviceGetComputeRunningProcesses")),
+            retired_pages_pending=bool(retired_pending) if retired_pending is not None else None,
+            remapped_rows_pending=bool(remapped[2]) if remapped is not None else None,
+            remapped_rows_failure=bool(remapped[3]) if remapped is not None else None,
+            pcie_link_gen=_int(get("nvmlDeviceGetCurrPcieLinkGeneration")),
+            pcie_link_gen_max=_int(get("nvmlDeviceGetMaxPcieLinkGeneration")),
+            pcie_link_width_lanes=_int(get("nvmlDeviceGetCurrPcieLinkWidth")),
+            pcie_link_width_max_lanes=_int(get("nvmlDeviceGetMaxPcieLinkWidth")),
         )
 
     def _processes(self, running: Any) -> tuple[GpuProcess, ...]:

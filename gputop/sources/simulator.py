@@ -72,7 +72,9 @@ _SPREAD_KINDS: Final = (
 # Interconnect faults that only comparing a node with its peers reveals; they take nodes between the
 # spread ones, so they need a cluster of 16 nodes or more.
 _INTERCONNECT_KINDS: Final = ("nvlink_degraded", "ib_slow")
-INCIDENT_KINDS: Final = _SPREAD_KINDS + _INTERCONNECT_KINDS
+# Faults a GPU reports of itself, on nodes between the spread ones too (16 nodes or more).
+_GPU_FACT_KINDS: Final = ("pcie_degraded", "remap_pending")
+INCIDENT_KINDS: Final = _SPREAD_KINDS + _INTERCONNECT_KINDS + _GPU_FACT_KINDS
 
 DRAIN_REASON: Final = "Xid 48 DBE on GPU2, RMA requested (OPS-4411)"
 
@@ -210,6 +212,7 @@ def incident_node_indices(nodes: int) -> dict[str, int]:
     if nodes >= 2 * count:
         # The starts of the second and third eighths: n/16 or more away from every spread incident.
         at |= {kind: (k + 1) * nodes // count for k, kind in enumerate(_INTERCONNECT_KINDS)}
+        at |= {kind: (k + 3) * nodes // count for k, kind in enumerate(_GPU_FACT_KINDS)}
     return at
 
 
@@ -519,6 +522,33 @@ class SimulatedCluster:
         ecc = self._incident_at.get("ecc_xid")
         if ecc is not None:
             self._ecc[ecc * g_per + self._incident_gpu("ecc_xid")] = 2
+        # Memory repair and PCIe link, in GpuSample's order from retired_pages_pending on. H100-class
+        # GPUs remap rows rather than retire pages, so retired pages are not reported.
+        gen = model.pcie_gen_max
+        healthy = (None, False, False, gen, gen, 16, 16)
+        self._gfacts: list[tuple[object, ...]] = [healthy] * total
+        pcie = self._incident_at.get("pcie_degraded")
+        if pcie is not None:
+            self._gfacts[pcie * g_per + self._incident_gpu("pcie_degraded")] = (
+                None,
+                False,
+                False,
+                gen,
+                gen,
+                8,
+                16,
+            )
+        remap = self._incident_at.get("remap_pending")
+        if remap is not None:
+            self._gfacts[remap * g_per + self._incident_gpu("remap_pending")] = (
+                None,
+                True,
+                False,
+                gen,
+                gen,
+                16,
+                16,
+            )
 
         idle = _idle_sentinel()
         self._idle_job = idle
@@ -546,7 +576,15 @@ class SimulatedCluster:
         ]
 
     def _incident_gpu(self, kind: str) -> int:
-        wanted = {"hot_gpu": 3, "ecc_xid": 4, "mig": 7, "missing_gpu": 5, "nvlink_degraded": 5}[kind]
+        wanted = {
+            "hot_gpu": 3,
+            "ecc_xid": 4,
+            "mig": 7,
+            "missing_gpu": 5,
+            "nvlink_degraded": 5,
+            "pcie_degraded": 2,
+            "remap_pending": 6,
+        }[kind]
         return min(wanted, self.gpus_per_node - 1)
 
     def _setup_partitions(self) -> None:
@@ -1378,12 +1416,13 @@ class SimulatedCluster:
                 self._gpci,
                 self._ecc,
                 self._procs,
+                self._gfacts,
                 strict=True,
             ),
             first,
             stop,
         )
-        for job, u, t, p, mem, k, uuid, pci, ecc, procs in state:
+        for job, u, t, p, mem, k, uuid, pci, ecc, procs, facts in state:
             ti = t + r - r
             if ti >= throttle_c:
                 clock = hot_clock[min(int(ti - throttle_c), hot_last)]
@@ -1418,6 +1457,7 @@ class SimulatedCluster:
                         False,
                         reasons,
                         procs,
+                        *facts,
                     ),
                 )
             )
@@ -1527,6 +1567,12 @@ class SimulatedCluster:
             elif kind == "ib_slow":
                 rate = self.model.ib_rate_gbps
                 text = f"mlx5_3 trained at {rate / 2:g} Gb/s instead of {rate:g}"
+            elif kind == "pcie_degraded":
+                gpu = self._incident_gpu(kind)
+                text = f"GPU{gpu} PCIe link trained at x8 instead of x16"
+            elif kind == "remap_pending":
+                gpu = self._incident_gpu(kind)
+                text = f"GPU{gpu} has a row remapping pending (needs a GPU reset)"
             else:
                 gpu = self._incident_gpu(kind)
                 text = f"reports {g_per - 1} of {g_per} GPUs (GPU{gpu} missing)"

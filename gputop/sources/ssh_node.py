@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import random
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -46,9 +48,23 @@ class LinkSettings:
 
 STREAM_READ_BYTES = 65536
 
+# What nvidia-smi prints, failing the whole query, for a field its driver does not know (an older driver
+# asked for remapped_rows.pending, or a site's field list written for another version).
+_REJECTED_FIELD = re.compile(rb'Field "([^"]+)" is not a valid field to query')
+# Without these a row cannot be placed or named: a driver that rejects one is not worked around.
+_ESSENTIAL_FIELDS = frozenset({"index", "uuid"})
+
 
 class StreamEnded(Exception):
     """The metrics stream stopped; the message says why."""
+
+
+class FieldRejected(Exception):
+    """nvidia-smi refused one of the stream's fields."""
+
+    def __init__(self, field: str) -> None:
+        super().__init__(field)
+        self.field = field
 
 
 class NodeLink:
@@ -74,6 +90,7 @@ class NodeLink:
         self.stream_spec = next(c for c in commands.values() if c.stream)
         fields = _stream_fields(self.stream_spec)
         self.assembler = MetricsAssembler(fields, settings.expected_gpus)
+        self._rejected_field: str | None = None
         self.gpus: tuple[GpuSample, ...] = ()
         self.sampled_at_s: float | None = None
         self.facts: dict[str, Any] = {}  # parsed slow facts by command name
@@ -131,8 +148,14 @@ class NodeLink:
         self.version += 1
         facts = asyncio.create_task(self._facts(conn), name=f"{self.name}:facts")
         try:
-            await self._stream(conn)
-            return Failure("metrics stream ended", retry=True)
+            while True:
+                try:
+                    await self._stream(conn)
+                except FieldRejected as rejected:
+                    if self._drop_field(rejected.field):
+                        continue  # the same connection, the stream without that field
+                    raise StreamEnded(f'nvidia-smi does not know the field "{rejected.field}"') from None
+                return Failure("metrics stream ended", retry=True)
         except asyncio.CancelledError:
             raise
         except StreamEnded as ended:
@@ -149,6 +172,7 @@ class NodeLink:
         import asyncssh
 
         spec = self.stream_spec
+        self._rejected_field = None
         process = await conn.create_process(spec.command_line, encoding=None, stderr=asyncssh.STDOUT)
         loop = asyncio.get_running_loop()
         partial = b""
@@ -178,11 +202,18 @@ class NodeLink:
         if self.assembler.flush():
             self._publish()
         await process.wait_closed()
+        if self._rejected_field is not None:
+            raise FieldRejected(self._rejected_field)
         raise StreamEnded(self._ended_reason(process.exit_status))
 
     def _feed(self, lines: list[bytes], burst_ended: bool) -> None:
         published = False
         for line in lines:
+            if line.startswith(b"Field"):  # a cheap test first: this runs for every line of the stream
+                rejected = _REJECTED_FIELD.search(line)
+                if rejected is not None:
+                    self._rejected_field = rejected.group(1).decode(errors="replace")
+                    continue
             published = self.assembler.feed(line) or published
         # A burst that ended on a line boundary with a full set of GPUs is that interval's set: publish
         # it now rather than when the next interval's first line shows the set was over.
@@ -192,6 +223,19 @@ class NodeLink:
             self._publish()
         elif self.assembler.error is not None and self.assembler.error != self.error:
             self._set_error(self.assembler.error)
+
+    def _drop_field(self, field: str) -> bool:
+        """Takes ``field`` out of the stream's query (its GPU sample value stays unknown); False when it
+        cannot: not one of the asked fields, or one the rows cannot do without."""
+        fields = self.assembler.fields
+        if field not in fields or field in _ESSENTIAL_FIELDS:
+            return False
+        kept = tuple(f for f in fields if f != field)
+        query = f"--query-gpu={','.join(kept)}"
+        argv = tuple(query if arg.startswith("--query-gpu=") else arg for arg in self.stream_spec.argv)
+        self.stream_spec = dataclasses.replace(self.stream_spec, argv=argv)
+        self.assembler = MetricsAssembler(kept, self.settings.expected_gpus)
+        return True
 
     def _ended_reason(self, exit_status: int | None) -> str:
         if self.assembler.error is not None:

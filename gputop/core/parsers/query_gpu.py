@@ -45,7 +45,16 @@ QUERY_GPU_FIELDS: Final[tuple[str, ...]] = (
     "ecc.errors.uncorrected.volatile.total",
     "mig.mode.current",
     "clocks_throttle_reasons.active",
+    "retired_pages.pending",
+    "remapped_rows.pending",
+    "remapped_rows.failure",
+    "pcie.link.gen.current",
+    "pcie.link.gen.max",
+    "pcie.link.width.current",
+    "pcie.link.width.max",
 )
+# Fields an older driver may reject ('Field "remapped_rows.pending" is not a valid field to query.'):
+# the SSH source drops such a field from its stream and keeps the rest (gputop.sources.ssh_node).
 
 # Query names and the names nvidia-smi prints in its header (it prints `clocks.current.sm` for a
 # `clocks.sm` query, and `clocks_event_reasons` in drivers that renamed throttle to event) -> GpuSample slot.
@@ -75,6 +84,15 @@ SLOT_BY_FIELD: Final[dict[str, str]] = {
     "mig.mode.current": "mig_enabled",
     "clocks_throttle_reasons.active": "throttle_reasons",
     "clocks_event_reasons.active": "throttle_reasons",
+    "retired_pages.pending": "retired_pages_pending",
+    "remapped_rows.pending": "remapped_rows_pending",
+    "remapped_rows.failure": "remapped_rows_failure",
+    "pcie.link.gen.current": "pcie_link_gen",
+    "pcie.link.gen.gpucurrent": "pcie_link_gen",
+    "pcie.link.gen.max": "pcie_link_gen_max",
+    "pcie.link.gen.gpumax": "pcie_link_gen_max",
+    "pcie.link.width.current": "pcie_link_width_lanes",
+    "pcie.link.width.max": "pcie_link_width_max_lanes",
 }
 
 # NVML's nvmlClocksThrottleReason* (nvmlClocksEventReason*) bits.
@@ -186,6 +204,15 @@ def _to_mig(cell: str) -> bool | None:
     return _MIG_MODE.get(cell.strip())
 
 
+# nvidia-smi prints these flags as Yes/No; some drivers print 1/0 for the remapper's.
+_FLAG: Final = {"yes": True, "no": False, "1": True, "0": False, "true": True, "false": False}
+
+
+def _to_flag(cell: str) -> bool | None:
+    # A word it does not know leaves the flag unknown rather than costing the GPU its whole row.
+    return _FLAG.get(cell.strip().lower())
+
+
 def _to_reasons(cell: str) -> tuple[str, ...]:
     text = cell.strip()
     if _is_no_value(text):
@@ -210,6 +237,13 @@ _CONVERTER_BY_SLOT: Final[dict[str, Callable[[str], Any]]] = {
     "ecc_uncorrected": _to_int,
     "mig_enabled": _to_mig,
     "throttle_reasons": _to_reasons,
+    "retired_pages_pending": _to_flag,
+    "remapped_rows_pending": _to_flag,
+    "remapped_rows_failure": _to_flag,
+    "pcie_link_gen": _to_int,
+    "pcie_link_gen_max": _to_int,
+    "pcie_link_width_lanes": _to_int,
+    "pcie_link_width_max_lanes": _to_int,
 }
 
 

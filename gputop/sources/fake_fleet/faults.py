@@ -21,6 +21,11 @@ class Fault(StrEnum):
     FALLEN_OFF_BUS = "fallen_off_bus"  # the last GPU vanishes and the kernel logs Xid 79
     SLOW = "slow"  # every answer starts a few seconds late
     NO_NVIDIA_SMI = "no_nvidia_smi"  # the driver tools are not installed: command not found, exit 127
+    OLD_DRIVER = "old_driver"  # nvidia-smi rejects the fields older drivers lack (OLD_DRIVER_LACKS)
+
+
+# Query fields a driver before row remapping (R450) does not know; asking for one fails the whole query.
+OLD_DRIVER_LACKS: frozenset[str] = frozenset({"remapped_rows.pending", "remapped_rows.failure"})
 
 
 def parse_fault_spec(text: str) -> tuple[str, frozenset[Fault]]:

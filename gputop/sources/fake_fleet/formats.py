@@ -36,6 +36,29 @@ def throttle_mask(reasons: Iterable[str]) -> str:
     return f"0x{mask:016x}"
 
 
+def _yes_no(value: bool | None) -> str:
+    return NA if value is None else ("Yes" if value else "No")
+
+
+def _number(value: int | None) -> str:
+    return NA if value is None else str(value)
+
+
+def repair_and_link(g: GpuSample) -> str:
+    """The memory repair and PCIe link columns, from retired_pages.pending to pcie.link.width.max."""
+    return ", ".join(
+        (
+            _yes_no(g.retired_pages_pending),
+            _yes_no(g.remapped_rows_pending),
+            _yes_no(g.remapped_rows_failure),
+            _number(g.pcie_link_gen),
+            _number(g.pcie_link_gen_max),
+            _number(g.pcie_link_width_lanes),
+            _number(g.pcie_link_width_max_lanes),
+        )
+    )
+
+
 def _whole(value: float | None) -> str:
     return NA if value is None else f"{value:.0f}"
 
@@ -52,17 +75,18 @@ class QueryGpuFormatter:
     """
 
     def __init__(self) -> None:
-        self._templates: dict[tuple[str, int, float | None, float | None, float | None], str] = {}
+        self._templates: dict[tuple[object, ...], str] = {}
         self._masks: dict[tuple[str, ...], str] = {}
 
-    def _template(self, key: tuple[str, int, float | None, float | None, float | None], g: GpuSample) -> str:
+    def _template(self, key: tuple[object, ...], g: GpuSample) -> str:
         def lit(text: str) -> str:
             return text.replace("%", "%%")
 
         pci = g.pci_bus_id if g.pci_bus_id is not None else NA
         template = (
             f"{g.index}, {lit(g.uuid)}, {lit(g.name)}, {lit(pci)}, %s, %s, %s, {_whole(g.mem_total_mib)}, "
-            f"%s, %s, {_watts(g.power_limit_w)}, %s, {_whole(g.sm_clock_max_mhz)}, %s, %s, %s\n"
+            f"%s, %s, {_watts(g.power_limit_w)}, %s, {_whole(g.sm_clock_max_mhz)}, %s, %s, %s, "
+            f"{lit(repair_and_link(g))}\n"
         )
         self._templates[key] = template
         return template
@@ -72,7 +96,20 @@ class QueryGpuFormatter:
         templates = self._templates
         masks = self._masks
         for g in gpus:
-            key = (g.uuid, g.index, g.mem_total_mib, g.power_limit_w, g.sm_clock_max_mhz)
+            key = (
+                g.uuid,
+                g.index,
+                g.mem_total_mib,
+                g.power_limit_w,
+                g.sm_clock_max_mhz,
+                g.retired_pages_pending,
+                g.remapped_rows_pending,
+                g.remapped_rows_failure,
+                g.pcie_link_gen,
+                g.pcie_link_gen_max,
+                g.pcie_link_width_lanes,
+                g.pcie_link_width_max_lanes,
+            )
             template = templates.get(key) or self._template(key, g)
             mask = masks.get(g.throttle_reasons)
             if mask is None:

@@ -11,16 +11,16 @@ from __future__ import annotations
 import random
 import shlex
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
 from gputop.core.models import GpuSample, NodeSample, XidEvent
 from gputop.core.parsers.nvlink import NvlinkStatus
 from gputop.core.parsers.topo import Topology
-from gputop.sources.commands import default_commands, metrics_stream
+from gputop.sources.commands import QUERY_GPU_FIELDS, default_commands, metrics_stream
 from gputop.sources.fake_fleet import formats
-from gputop.sources.fake_fleet.faults import Fault, Faults
+from gputop.sources.fake_fleet.faults import OLD_DRIVER_LACKS, Fault, Faults
 from gputop.sources.fake_fleet.topology import topology_text
 from gputop.sources.mig_commands import is_nvidia_smi, simulates, strip_sudo
 from gputop.sources.mig_text import format_gpu_list
@@ -54,6 +54,8 @@ class OneShot:
 @dataclass(frozen=True, slots=True)
 class Stream:
     interval_s: float
+    # positions in QUERY_GPU_FIELDS, in the order asked for; None: all of them, in their order
+    columns: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +91,9 @@ def parse_command(command_line: str) -> Command:
         return OneShot(name, argv)
     if len(argv) == len(_STREAM_PREFIX) + 1 and argv[:-1] == _STREAM_PREFIX and argv[-1].isdigit():
         return Stream(max(MIN_STREAM_INTERVAL_S, int(argv[-1]) / 1000))
+    subset = _subset_stream(argv)
+    if subset is not None:
+        return subset
     program = strip_sudo(argv)
     if is_nvidia_smi(program) and simulates(program[1:]):
         return NvidiaSmi(argv)
@@ -99,6 +104,49 @@ def parse_command(command_line: str) -> Command:
     return Unknown(_not_found(argv[0]))
 
 
+def _subset_stream(argv: tuple[str, ...]) -> Stream | None:
+    """The metrics stream asking for some of gputop's fields (a site's list, or one cut down for a driver
+    that lacks a field): the stream's own command line with another --query-gpu."""
+    if len(argv) != len(_STREAM_PREFIX) + 1 or not argv[-1].isdigit():
+        return None
+    query = argv[1]
+    if (
+        not query.startswith("--query-gpu=")
+        or argv[2:-1] != _STREAM_PREFIX[2:]
+        or argv[0] != _STREAM_PREFIX[0]
+    ):
+        return None
+    fields = [f.strip() for f in query.removeprefix("--query-gpu=").split(",")]
+    if not all(f in QUERY_GPU_FIELDS for f in fields):
+        return None
+    columns = tuple(QUERY_GPU_FIELDS.index(f) for f in fields)
+    return Stream(max(MIN_STREAM_INTERVAL_S, int(argv[-1]) / 1000), columns)
+
+
+def select_columns(text: bytes, columns: Sequence[int]) -> bytes:
+    """Lines of every gputop field cut down to ``columns`` (values never contain ", ")."""
+    if tuple(columns) == ALL_COLUMNS:
+        return text
+    out = []
+    for line in text.splitlines():
+        values = line.split(b", ")
+        if len(values) != len(QUERY_GPU_FIELDS):
+            out.append(line)  # not a row of values (garbage): passed on as it came
+        else:
+            out.append(b", ".join(values[c] for c in columns))
+    return b"".join(line + b"\n" for line in out)
+
+
+def old_driver_lacks(command_line: str) -> str | None:
+    """The first field of a --query-gpu that an old driver does not know (Fault.OLD_DRIVER)."""
+    for arg in command_line.split():
+        if arg.startswith("--query-gpu="):
+            fields = [f.strip() for f in arg.removeprefix("--query-gpu=").split(",")]
+            return next((f for f in fields if f in OLD_DRIVER_LACKS), None)
+    return None
+
+
+ALL_COLUMNS: Final = tuple(range(len(QUERY_GPU_FIELDS)))
 _ONE_SHOT: Final = {spec.argv: spec.name for spec in default_commands().values() if not spec.stream}
 _STREAM_PREFIX: Final = metrics_stream(1.0).argv[:-1]
 

@@ -30,7 +30,9 @@ from gputop.sources.fake_fleet.responder import (
     Responder,
     Stream,
     Unknown,
+    old_driver_lacks,
     parse_command,
+    select_columns,
 )
 from gputop.sources.fake_fleet.state_dir import (
     StateFiles,
@@ -39,6 +41,9 @@ from gputop.sources.fake_fleet.state_dir import (
     write_client_files,
 )
 from gputop.sources.simulator import SimulatedCluster
+
+# nvidia-smi's exit status for a query it refuses (an unknown field)
+QUERY_REFUSED_EXIT_STATUS: Final = 2
 
 NODE_ENV: Final = "GPUTOP_NODE"
 # At least the number of handshakes in flight when a thousand clients connect at once (the kernel caps it
@@ -137,6 +142,7 @@ class _NodeSession(asyncssh.SSHServerSession[bytes]):
         self._interval_s = 1.0
         self._due = 0.0
         self._dies_in: int | None = None
+        self._columns: tuple[int, ...] | None = None
         self._closed = False
 
     # ---- asyncssh callbacks
@@ -224,6 +230,11 @@ class _NodeSession(asyncssh.SSHServerSession[bytes]):
             text = f"{node}: this fake node runs gputop's commands only (nvidia-smi, ibstat, journalctl)\n"
             self._send(Reply(stderr=text.encode(), exit_status=1))
             return
+        lacking = old_driver_lacks(self._command) if faults.has(node, Fault.OLD_DRIVER) else None
+        if lacking is not None:
+            refusal = f'Field "{lacking}" is not a valid field to query.\n'.encode()
+            self._send(Reply(stdout=refusal, exit_status=QUERY_REFUSED_EXIT_STATUS))
+            return
         command = parse_command(self._command)
         if isinstance(command, Unknown):
             self._send(command.reply)
@@ -240,6 +251,7 @@ class _NodeSession(asyncssh.SSHServerSession[bytes]):
             self._send(failed)
             return
         self._interval_s = stream.interval_s
+        self._columns = stream.columns
         # nvidia-smi prints its first sample at once, then one every interval.
         self._due = asyncio.get_running_loop().time()
         self._tick()
@@ -268,7 +280,8 @@ class _NodeSession(asyncssh.SSHServerSession[bytes]):
         else:
             self._dies_in = None
         if Fault.STALL_COMMAND not in node_faults and chan.get_write_buffer_size() < MAX_QUEUED_BYTES:
-            chan.write(core.responder.stream_lines(node))
+            lines = core.responder.stream_lines(node)
+            chan.write(lines if self._columns is None else select_columns(lines, self._columns))
         loop = asyncio.get_running_loop()
         now = loop.time()
         self._due += self._interval_s

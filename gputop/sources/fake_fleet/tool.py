@@ -46,13 +46,16 @@ from typing import Final
 from gputop.sources.commands import QUERY_GPU_FIELDS
 from gputop.sources.fake_fleet.faults import Fault, Faults, parse_fault_spec
 from gputop.sources.fake_fleet.responder import (
+    ALL_COLUMNS,
     MIN_STREAM_INTERVAL_S,
     NVIDIA_SMI,
     OneShot,
     Reply,
     Responder,
     Stream,
+    old_driver_lacks,
     parse_command,
+    select_columns,
 )
 from gputop.sources.simulator import SimulatedCluster
 
@@ -70,7 +73,6 @@ USAGE_EXIT_STATUS: Final = 2
 REFUSED_EXIT_STATUS: Final = 255  # what ssh exits with when the login is refused
 PERMISSION_DENIED: Final = b"Permission denied (publickey).\n"
 QUERY_FORMAT: Final = frozenset({"csv", "noheader", "nounits"})
-ALL_COLUMNS: Final = tuple(range(len(QUERY_GPU_FIELDS)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,20 +125,6 @@ def parse_query(argv: Sequence[str]) -> Query | str:
     if formats != QUERY_FORMAT:
         return "only --format=csv,noheader,nounits is played"
     return Query(tuple(QUERY_GPU_FIELDS.index(f) for f in fields), interval_s)
-
-
-def select_columns(text: bytes, columns: Sequence[int]) -> bytes:
-    """Lines of every gputop field cut down to ``columns`` (values never contain ", ")."""
-    if tuple(columns) == ALL_COLUMNS:
-        return text
-    out = []
-    for line in text.splitlines():
-        values = line.split(b", ")
-        if len(values) != len(QUERY_GPU_FIELDS):
-            out.append(line)  # not a row of values (garbage): passed on as it came
-        else:
-            out.append(b", ".join(values[c] for c in columns))
-    return b"".join(line + b"\n" for line in out)
 
 
 class FaultSource:
@@ -262,7 +250,7 @@ def plan(argv: Sequence[str]) -> OneShot | Query | str:
     if isinstance(command, OneShot):
         return command
     if isinstance(command, Stream):
-        return Query(ALL_COLUMNS, command.interval_s)
+        return Query(command.columns or ALL_COLUMNS, command.interval_s)
     if argv[0] == NVIDIA_SMI:
         return parse_query(argv)
     return f"arguments not played: {shlex.join(argv[1:]) or '(none)'}"
@@ -286,6 +274,10 @@ def _run(responder: Responder, host: str, node: str, faults: FaultSource, argv: 
         return _send(Reply(stderr=PERMISSION_DENIED, exit_status=REFUSED_EXIT_STATUS))
     if now.has(node, Fault.SLOW) and _wait_for_reader_to_go(now.slow_delay_s):
         return 0
+    if now.has(node, Fault.OLD_DRIVER):
+        lacking = old_driver_lacks(shlex.join(argv))
+        if lacking is not None:
+            return _fail(f'Field "{lacking}" is not a valid field to query.')
     what = plan(argv)
     if isinstance(what, str):
         return _fail(f"{argv[0]} (gputop fake node {host}): {what}")

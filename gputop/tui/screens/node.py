@@ -3,6 +3,7 @@ NICs connect. From here GPUs are marked, repartitioned and have their MIG mode c
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -17,6 +18,7 @@ from gputop.core.config import Thresholds
 from gputop.core.health import format_age
 from gputop.core.models import GpuSample, NodeSample, Severity, SlurmState, SnapshotDelta
 from gputop.core.parsers.query_gpu import throttling_reasons
+from gputop.core.problem import GpuVerdict, gpu_verdicts
 from gputop.core.summary import ClusterView, NodeRow
 from gputop.tui import format as fmt
 from gputop.tui.palette import Palette
@@ -35,6 +37,7 @@ ACTING = frozenset({"drain", "resume", "mark_gpu", "mig_layout", "mig_mode"})
 
 GPU_COLUMNS = (
     ("gpu", "GPU"),
+    ("health", "Health"),
     ("model", "Model"),
     ("util", "Util"),
     ("mem", "Memory"),
@@ -53,8 +56,14 @@ def _styled(text: str, severity: Severity | None, palette: Palette) -> Text | st
 
 
 def gpu_cells(
-    gpu: GpuSample, node: str, slurm: SlurmState | None, t: Thresholds, palette: Palette
+    gpu: GpuSample,
+    node: str,
+    slurm: SlurmState | None,
+    t: Thresholds,
+    palette: Palette,
+    verdict: GpuVerdict | None = None,
 ) -> dict[str, Text | str]:
+    """The GPU table's cells for one GPU; ``verdict``: its worst problem (None: it has none)."""
     temp_sev = None
     if gpu.temp_c is not None:
         if gpu.temp_c >= t.temp_crit_c:
@@ -76,8 +85,15 @@ def gpu_cells(
     slowed = throttling_reasons(gpu.throttle_reasons)
     if slowed:
         clock += f" ({slowed[0].replace('_', ' ')})"
+    if verdict is None:
+        health: Text | str = "ok"
+    else:
+        # the row already says which GPU: "CRIT 91 C", "WARN PCIe x8, max x16"
+        reason = verdict.reason.removeprefix(f"GPU{gpu.index} ")
+        health = _styled(f"{verdict.severity.value.upper()} {reason}", verdict.severity, palette)
     return {
         "gpu": str(gpu.index),
+        "health": health,
         "model": gpu.name.removeprefix("NVIDIA "),
         "util": fmt.pct(gpu.util_pct),
         "mem": _styled(mem_text, mem_sev, palette),
@@ -267,7 +283,7 @@ class NodeScreen(Screen[None]):
             return
         palette = self.gputop.palette
         self._update_title(node, row, palette)
-        self._update_gpus(node, view.snapshot.slurm, palette)
+        self._update_gpus(node, view.snapshot.slurm, palette, gpu_verdicts(row.problems))
         self.query_one("#details-text", Static).update(self._details(node, row, view, palette))
         self.query_one(MigPane).show(node)
         self.query_one(TopologyPane).show(node)
@@ -287,14 +303,20 @@ class NodeScreen(Screen[None]):
         title.append("   [ ] previous/next node", palette.dim)
         self.query_one("#node-title", Static).update(title)
 
-    def _update_gpus(self, node: NodeSample, slurm: SlurmState | None, palette: Palette) -> None:
+    def _update_gpus(
+        self,
+        node: NodeSample,
+        slurm: SlurmState | None,
+        palette: Palette,
+        verdicts: Mapping[int, GpuVerdict],
+    ) -> None:
         table: DataTable[Text | str] = self.query_one("#gpus", DataTable)
         thresholds = self.gputop.settings.config.thresholds
         indices = [g.index for g in node.gpus]
         if indices != self._rows_shown:
             table.clear()
             for gpu in node.gpus:
-                cells = gpu_cells(gpu, node.name, slurm, thresholds, palette)
+                cells = gpu_cells(gpu, node.name, slurm, thresholds, palette, verdicts.get(gpu.index))
                 table.add_row(*(cells[key] for key, _ in GPU_COLUMNS), key=str(gpu.index))
             self._rows_shown = indices
             self.marked_gpus &= set(indices)
@@ -303,7 +325,7 @@ class NodeScreen(Screen[None]):
             return
         # keyed update: only cells whose text changed are touched
         for gpu in node.gpus:
-            cells = gpu_cells(gpu, node.name, slurm, thresholds, palette)
+            cells = gpu_cells(gpu, node.name, slurm, thresholds, palette, verdicts.get(gpu.index))
             if gpu.index in self.marked_gpus:
                 cells["gpu"] = f"*{gpu.index}"
             for key, _label in GPU_COLUMNS:

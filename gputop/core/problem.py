@@ -1,0 +1,44 @@
+"""One finding of the health rules, and the verdict it gives a GPU."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from gputop.core.models import Severity
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    severity: Severity
+    node: str
+    gpu_index: int | None
+    kind: str  # stable key: "temp", "mem", "ecc", "xid", "down", ...
+    message: str  # short, for a table cell: "GPU3 91 C"
+    # what, within its node, kind and GPU, this problem is about, where there can be several: the Xid
+    # code, the IB port, the job; with the others it names one alert that lasts while its words change
+    subject: str = ""
+
+    @property
+    def sort_key(self) -> tuple[int, str, int]:
+        return (-self.severity.rank, self.node, -1 if self.gpu_index is None else self.gpu_index)
+
+
+class GpuVerdict(NamedTuple):
+    """What one GPU's worst problem says: its severity and message."""
+
+    severity: Severity
+    reason: str
+
+
+def gpu_verdicts(problems: Iterable[Problem]) -> Mapping[int, GpuVerdict]:
+    """By GPU index, the verdict of the GPUs that have a problem (a GPU not listed is OK): its worst
+    problem's severity and words. Problems come worst first (as assess_node returns them), so the first
+    one seen for a GPU is its worst."""
+    verdicts: dict[int, GpuVerdict] = {}
+    for problem in problems:
+        index = problem.gpu_index
+        if index is not None and index not in verdicts:
+            verdicts[index] = GpuVerdict(problem.severity, problem.message)
+    return verdicts

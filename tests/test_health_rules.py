@@ -1,0 +1,232 @@
+"""Each health rule fires on a real sample or a simulator incident, and stays quiet on healthy input; the
+tracker's sustain and hysteresis keep hovering values from flapping."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from gputop.core.config import Thresholds
+from gputop.core.health import assess_node
+from gputop.core.health_tracker import HealthTracker
+from gputop.core.models import ClusterSnapshot, GpuSample, NodeSample, Severity
+from gputop.core.parsers.nvlink import parse_nvlink
+from gputop.core.parsers.query_gpu import throttle_reason_names
+from gputop.core.parsers.xid import parse_xid
+from gputop.core.problem import gpu_verdicts
+from gputop.core.xid_codes import xid_meaning
+from gputop.sources.simulator import SimulatedCluster
+from tests.test_core_views import NOW, gpu, node
+
+FIXTURES = Path(__file__).parent / "fixtures"
+T = Thresholds()
+
+
+def problems(sample: NodeSample, thresholds: Thresholds = T) -> list[tuple[Severity, str, str]]:
+    return [(p.severity, p.kind, p.message) for p in assess_node(sample, None, thresholds, NOW)]
+
+
+def one_gpu(**kw: object) -> NodeSample:
+    return node("gpu001", (gpu(0, **kw),), expected_gpu_count=1)
+
+
+# ---- hysteresis and sustain ------------------------------------------------------------------------------
+
+
+def feed(tracker: HealthTracker, temps: list[float], mem_pct: float = 10.0, step_s: float = 1.0) -> list[str]:
+    """The temperature flag's severity at each step, "" for none."""
+    seen = []
+    for i, temp in enumerate(temps):
+        sample = one_gpu(temp=temp, mem_used=81559.0 * mem_pct / 100)
+        snapshot = ClusterSnapshot.build("c", NOW + i * step_s, (sample,))
+        flags = tracker.update(snapshot).get("gpu001", ())
+        seen.append(next((f.severity.value for f in flags if f.kind == "temp"), ""))
+    return seen
+
+
+def test_a_temperature_hovering_at_the_threshold_does_not_flap() -> None:
+    hovering = [84.0, 86.0] * 30
+    assert set(feed(HealthTracker(T), hovering)) == {""}  # never over for 30 s in a row
+    at_once = HealthTracker(dataclasses.replace(T, temp_sustain_s=0.0))
+    assert feed(at_once, hovering) == [""] + ["warn"] * 59  # flagged once, held by the 3 C hysteresis
+    assert feed(at_once, [83.0, 82.5, 81.9, 84.0]) == ["warn", "warn", "", ""]
+
+
+def test_a_spike_shorter_than_the_sustain_time_is_not_flagged_one_that_lasts_is() -> None:
+    tracker = HealthTracker(T)  # 30 s
+    assert set(feed(tracker, [60.0] + [92.0] * 20 + [60.0])) == {""}
+    lasting = feed(HealthTracker(T), [92.0] * 40)
+    assert lasting[:30] == [""] * 30
+    assert lasting[30:] == ["crit"] * 10
+
+
+def test_crit_clears_to_warn_then_to_nothing_through_the_hysteresis() -> None:
+    tracker = HealthTracker(dataclasses.replace(T, temp_sustain_s=0.0))
+    assert feed(tracker, [91.0, 88.0, 86.5, 84.0, 81.0]) == ["crit", "crit", "warn", "warn", ""]
+
+
+def test_memory_has_a_two_point_hysteresis() -> None:
+    tracker = HealthTracker(T)
+    seen = []
+    for i, pct in enumerate([94.0, 96.0, 94.0, 93.5, 92.9, 94.9]):
+        sample = one_gpu(mem_used=81559.0 * pct / 100)
+        flags = tracker.update(ClusterSnapshot.build("c", NOW + i, (sample,))).get("gpu001", ())
+        seen.append(any(f.kind == "mem" for f in flags))
+    assert seen == [False, True, True, True, False, False]
+
+
+def test_pcie_generation_counts_only_under_load_and_once_it_lasts() -> None:
+    tracker = HealthTracker(T)
+    seen = []
+    for i, util in enumerate([0.0] * 40 + [90.0] * 31):
+        sample = one_gpu(util=util, pcie_link_gen=1, pcie_link_gen_max=5)
+        flags = tracker.update(ClusterSnapshot.build("c", NOW + i, (sample,))).get("gpu001", ())
+        seen.append(any(f.kind == "pcie_gen" for f in flags))
+    assert seen == [False] * 70 + [True]  # idle GPUs lower the link speed: normal
+
+
+def test_rows_are_rebuilt_only_when_a_flag_changes() -> None:
+    from gputop.core.summary import derive_rows
+
+    tracker = HealthTracker(dataclasses.replace(T, temp_sustain_s=0.0))
+    sample = one_gpu(temp=86.0)
+    first = ClusterSnapshot.build("c", NOW, (sample,))
+    rows = derive_rows(first, first.nodes, T, health=tracker.update(first))
+    second = ClusterSnapshot.build("c", NOW + 1, (sample,))
+    from gputop.core.summary import ClusterView, summarize
+
+    view = ClusterView(first, rows, summarize(rows.values()))
+    again = derive_rows(second, second.nodes, T, view, health=tracker.update(second))
+    assert again["gpu001"] is rows["gpu001"]
+    assert rows["gpu001"].problems[0].message == "GPU0 86 C"
+
+
+# ---- per-GPU verdicts ------------------------------------------------------------------------------------
+
+
+def test_gpu_verdicts_are_each_gpus_worst_problem() -> None:
+    sample = node(
+        "gpu001",
+        (gpu(0), gpu(1, temp=92.0, pcie_link_width_lanes=8, pcie_link_width_max_lanes=16), gpu(2, temp=86.0)),
+        expected_gpu_count=3,
+    )
+    verdicts = gpu_verdicts(assess_node(sample, None, T, NOW))
+    assert 0 not in verdicts
+    assert verdicts[1] == (Severity.CRIT, "GPU1 92 C")
+    assert verdicts[2] == (Severity.WARN, "GPU2 86 C")
+
+
+# ---- facts a GPU reports ------------------------------------------------------------------------------
+
+
+def test_healthy_gpus_with_every_new_field_have_no_problem() -> None:
+    healthy = one_gpu(
+        retired_pages_pending=False,
+        remapped_rows_pending=False,
+        remapped_rows_failure=False,
+        pcie_link_gen=5,
+        pcie_link_gen_max=5,
+        pcie_link_width_lanes=16,
+        pcie_link_width_max_lanes=16,
+        throttle_reasons=throttle_reason_names(0x1 | 0x4),  # idle and the power cap: nothing wrong
+    )
+    assert problems(healthy) == []
+
+
+def test_row_remapping_pending_warns_failed_is_critical() -> None:
+    assert problems(one_gpu(remapped_rows_pending=True)) == [
+        (Severity.WARN, "remap", "GPU0 row remapping pending: reset the GPU")
+    ]
+    assert problems(one_gpu(remapped_rows_pending=True, remapped_rows_failure=True)) == [
+        (Severity.CRIT, "remap", "GPU0 row remapping failed: replace the GPU")
+    ]
+    assert problems(one_gpu(retired_pages_pending=True)) == [
+        (Severity.WARN, "retired_pages", "GPU0 page retirement pending: reset the GPU")
+    ]
+
+
+def test_pcie_width_below_max_always_warns_generation_only_under_load() -> None:
+    narrow = one_gpu(util=0.0, pcie_link_width_lanes=8, pcie_link_width_max_lanes=16)
+    assert problems(narrow) == [(Severity.WARN, "pcie", "GPU0 PCIe x8, max x16")]
+    assert problems(one_gpu(util=3.0, pcie_link_gen=1, pcie_link_gen_max=5)) == []
+    assert problems(one_gpu(util=95.0, pcie_link_gen=3, pcie_link_gen_max=5)) == [
+        (Severity.WARN, "pcie", "GPU0 PCIe gen3, max gen5 under load")
+    ]
+
+
+def test_throttle_reasons_by_severity() -> None:
+    def throttled(mask: int) -> list[tuple[Severity, str, str]]:
+        return problems(one_gpu(throttle_reasons=throttle_reason_names(mask)))
+
+    assert throttled(0x80 | 0x4) == [
+        (Severity.CRIT, "throttle", "GPU0 throttled: HW power brake (node power supply)")
+    ]
+    assert throttled(0x40 | 0x20) == [(Severity.WARN, "throttle", "GPU0 throttled: HW thermal slowdown")]
+    assert throttled(0x8) == [(Severity.WARN, "throttle", "GPU0 throttled: HW slowdown")]
+    assert throttled(0x20) == [(Severity.WARN, "throttle", "GPU0 throttled: SW thermal slowdown")]
+    assert throttled(0x4) == throttled(0x1) == throttled(0x2) == []
+
+
+def test_xid_classification_and_meanings() -> None:
+    for code in (13, 31, 43):
+        assert xid_meaning(code)[0] is Severity.WARN
+    for code in (48, 63, 64, 74, 79, 92, 94, 95, 119, 120, 140, 145, 150):
+        assert xid_meaning(code)[0] is Severity.CRIT
+    assert xid_meaning(145)[1] == "NVLink RLW error"
+    assert xid_meaning(9999) == (Severity.WARN, "see NVIDIA's Xid catalogue")
+
+
+def test_xid_rules_on_real_kernel_logs() -> None:
+    rlw = parse_xid(
+        (FIXTURES / "kernel-xid" / "kmsg-line-xid145-rlw-rxpipe-nonfatal-gpud-pr1174.txt").read_text()
+    )
+    found = problems(node("gpu001", xid_events=rlw.events))
+    assert (Severity.CRIT, "xid", "Xid 145: NVLink RLW error") in found
+    mmu = parse_xid(
+        (
+            FIXTURES / "kernel-xid" / "dmesg-rtx5070ti-open-595-xid31-mmu-fault-new-format-ogkm-1030.txt"
+        ).read_text()
+    )
+    assert mmu.events
+    severities = {p[0] for p in problems(node("gpu001", xid_events=mmu.events)) if p[1] == "xid"}
+    assert severities == {Severity.WARN}  # an application's page fault
+
+
+NVLINK_TEXT = (
+    "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-a)\n\t Link 0: 26.562 GB/s\n\t Link 1: <inactive>\n"
+    "GPU 1: NVIDIA H100 80GB HBM3 (UUID: GPU-b)\n\t Link 0: 26.562 GB/s\n\t Link 1: 26.562 GB/s\n"
+    "GPU 2: NVIDIA H100 80GB HBM3 (UUID: GPU-c)\n\t Link 0: <inactive>\n\t Link 1: <inactive>\n"
+)
+
+
+def test_an_inactive_nvlink_on_the_node_alone_warns_once() -> None:
+    status = parse_nvlink(NVLINK_TEXT)
+    sample = node("gpu001", (gpu(0), gpu(1), gpu(2)), expected_gpu_count=3, facts={"nvlink": status})
+    # GPU2 has no link up at all (a board without bridges): its peers' comparison speaks for that
+    assert problems(sample) == [(Severity.WARN, "nvlink", "GPU0 has 1 of 2 NVLinks active")]
+
+
+# ---- simulator incidents -----------------------------------------------------------------------------------
+
+
+def test_the_new_simulator_incidents_are_found_and_healthy_nodes_stay_quiet() -> None:
+    cluster = SimulatedCluster(seed=42, start_time_s=NOW)
+    by_kind = {i.kind: i for i in cluster.incidents}
+    result = cluster.result()
+    samples = {n.name: n for n in result.nodes}
+    pcie = by_kind["pcie_degraded"]
+    assert problems(samples[pcie.node]) == [(Severity.WARN, "pcie", "GPU2 PCIe x8, max x16")]
+    remap = by_kind["remap_pending"]
+    assert problems(samples[remap.node]) == [
+        (Severity.WARN, "remap", "GPU6 row remapping pending: reset the GPU")
+    ]
+    troubled = {i.node for i in cluster.incidents}
+    for name, sample in samples.items():
+        if name not in troubled:
+            kinds = {p[1] for p in problems(sample)}
+            assert not kinds & {"remap", "retired_pages", "pcie", "nvlink"}, name
+
+
+def test_a_gpu_sample_without_the_new_fields_reads_them_as_unknown() -> None:
+    sample = GpuSample(0, "GPU-0", "x", None, 1.0, 1.0, 1.0, 2.0, 40.0, 1.0, 2.0, 1.0, 1.0, 0, False)
+    assert sample.remapped_rows_pending is None and sample.pcie_link_width_lanes is None
