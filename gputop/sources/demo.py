@@ -8,7 +8,7 @@ from collections.abc import Callable
 from gputop.core.models import SourceResult
 from gputop.sources.simulator import SimulatedCluster
 
-HISTORY_STEP_S = 30.0  # a poll every 30 s is plenty to tell a GPU idle for minutes
+HISTORY_STEP_S = 60.0  # a look a minute tells a GPU idle for minutes (the idle tracker counts 60 s whole)
 
 
 class SimulatorSource:
