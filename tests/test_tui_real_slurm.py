@@ -12,9 +12,11 @@ from textual.widgets import Button, Input, Static
 
 from gputop.cluster_app import build_cluster_app
 from gputop.config_file import load_config
+from gputop.sources.fake_fleet import Fault, run_fleet
 from gputop.tui.app import GputopApp
 from gputop.tui.screens.node_action import NodeActionScreen
 from gputop.tui.screens.queue import QueueScreen
+from gputop.tui.widgets.alert_table import AlertTable
 from gputop.tui.widgets.job_table import JobTable
 from gputop.tui.widgets.node_table import NodeTable
 from tests.infra.slurm import (  # noqa: F401 - fixtures, registered by importing them
@@ -271,3 +273,58 @@ async def test_real_jobs_in_the_queue_pane_with_the_gpus_slurm_gave_them(
         await pilot.press("slash", *"state=pending")
         await pilot.pause()
         assert pending in table.order and running not in table.order
+
+
+async def test_a_fault_over_ssh_is_an_alert_and_its_node_is_drained_from_it_in_real_slurm(
+    real_slurm: RealSlurm,  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The real Slurm's nodes are played by fake-fleet nodes over SSH (host key checked): one GPU falls off
+    the bus there; the alerts pane lists it; d drains that node with the alert's words, and real sinfo
+    holds exactly that reason."""
+    real_slurm.reset()
+    for name, value in real_slurm.env.items():
+        monkeypatch.setenv(name, value)
+    nodes = real_slurm.nodes
+    async with run_fleet(nodes=len(nodes), port=0, state_dir=tmp_path / "fleet") as fleet:
+        # Slurm's names for the fleet's nodes: each Host block logs in as the fleet node it plays
+        fleet_config = fleet.ssh_config_path.read_text(encoding="utf-8")
+        for slurm_name, fleet_name in zip(nodes, fleet.node_names, strict=True):
+            fleet_config = fleet_config.replace(f"Host {fleet_name}\n", f"Host {slurm_name}\n")
+        ssh_config = tmp_path / "ssh_config"
+        ssh_config.write_text(fleet_config, encoding="utf-8")
+        victim_fleet, victim = fleet.node_names[1], nodes[1]
+        fleet.faults.set(victim_fleet, Fault.FALLEN_OFF_BUS)
+        ssh = (
+            f"      config_file: {json.dumps(str(ssh_config))}\n"
+            f"      known_hosts: {json.dumps(str(fleet.known_hosts_path))}\n"
+        )
+        app = app_for(tmp_path, ssh)
+        async with app.run_test(size=SIZE) as pilot:
+
+            def xid_alert() -> str | None:
+                alerts = app.poller.alert_book.state.alerts
+                return next((k for k, a in alerts.items() if a.node == victim and a.key.kind == "xid"), None)
+
+            await wait(pilot, lambda: xid_alert() is not None, "the Xid 79 alert", tries=300)
+            await pilot.press("A")
+            await pilot.pause()
+            table = app.screen.query_one(AlertTable)
+            key = xid_alert()
+            assert key is not None and key in table.order
+            table._move_to(table.order.index(key))
+            await pilot.pause()
+            await pilot.press("d")
+            await pilot.pause()
+            dialog = app.screen
+            assert isinstance(dialog, NodeActionScreen) and dialog.nodes == (victim,)
+            reason = dialog.query_one("#reason", Input).value
+            assert "Xid 79" in reason and "(since " in reason, reason
+            dialog.query_one("#run", Button).press()
+            await wait(pilot, lambda: dialog.outcome is not None, "the drain's outcome")
+            assert dialog.outcome is not None and dialog.outcome.ok, dialog.outcome
+    listed = json.loads(real_slurm.run(["sinfo", "--json"]).stdout)["nodes"]
+    (entry,) = [n for n in listed if n["name"] == victim]
+    assert entry["reason"] == reason
+    assert real_slurm.node_state(victim) == "drained"
