@@ -772,3 +772,11 @@ async def test_real_slurm_read_over_ssh_on_a_login_node(
         assert state.error is not None and state.error.startswith("no Slurm configuration on node01")
     finally:
         await missing.close()
+
+
+def test_a_missing_program_that_is_not_slurms_gets_no_slurm_hint() -> None:
+    from gputop.sources.slurm_runner import not_found_reason
+
+    assert not_found_reason("nvidia-smi", "gpu042") == "nvidia-smi not found on gpu042"
+    assert not_found_reason("sudo", None) == "sudo not found"
+    assert not_found_reason("/usr/bin/scontrol", None).endswith("a Slurm login node? set slurm.run_on")

@@ -64,7 +64,15 @@ class Runner(Protocol):
     async def close(self) -> None: ...
 
 
+SLURM_PROGRAMS = frozenset({"sinfo", "squeue", "scontrol", "sbatch", "sacct", "scancel"})
+
+
 def not_found_reason(program: str, host: str | None) -> str:
+    """Why ``program`` did not run; for Slurm's own commands, where to look (the runners also run
+    nvidia-smi and sudo on nodes, for which the Slurm hint would mislead)."""
+    name = program.rsplit("/", 1)[-1]
+    if name not in SLURM_PROGRAMS:
+        return f"{program} not found" + (f" on {host}" if host is not None else "")
     if host is None:
         return f"{program} not found: is this a Slurm login node? set slurm.run_on"
     return f"{program} not found on {host}: is {host} a Slurm login node? check slurm.run_on"
