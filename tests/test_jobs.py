@@ -542,3 +542,17 @@ def test_twenty_thousand_jobs_stay_fast() -> None:
     assert timings.rows == 20_000 and timings.running == 2_000
     slow = {name: ms for name, ms in timings.median_ms.items() if name in BOUNDS_MS and ms > BOUNDS_MS[name]}
     assert slow == {}, f"slower than 10x the measured median: {slow}"
+
+
+def test_the_position_key_places_a_row_where_the_sort_would() -> None:
+    from gputop.core.jobs import job_position_key
+
+    rows = _rows_for_sort()
+    for key in SORT_KEYS:
+        for reverse in (False, True):
+            by_sort = sort_job_rows(rows, key, reverse=reverse)
+            descending = (key in DESCENDING_KEYS) != reverse
+            by_key = [r.job_id for r in sorted(rows.values(), key=job_position_key(key, descending))]
+            assert by_key == by_sort, (key, reverse)
+    with pytest.raises(ValueError, match="unknown sort key"):
+        job_position_key("colour", False)

@@ -9,7 +9,8 @@ import time
 from textual.widgets import Input, Static
 
 from gputop.core.heatmap import IDLE_FLAG
-from gputop.core.jobs import JobRow, job_rows
+from gputop.core.job_filter import parse_job_filter
+from gputop.core.jobs import JobRow, job_id_key, job_rows
 from gputop.core.models import SlurmJob, SlurmState
 from gputop.core.summary import ClusterView
 from gputop.tui.screens.dashboard import DashboardScreen
@@ -196,3 +197,37 @@ async def test_twenty_thousand_jobs_render_only_the_rows_on_screen() -> None:
         assert len(table.order) == sum(1 for r in big.jobs.values() if r.job.user == "user07")
         assert len(table._lines) <= table.size.height, "only the visible rows are built"
         assert elapsed_s < 10.0, f"20,000 jobs took {elapsed_s:.1f} s to show, sort, scroll and filter"
+
+
+async def test_jobs_that_come_and_go_are_placed_as_a_full_sort_would() -> None:
+    """A tick that adds and removes a few jobs inserts them (keyed update) instead of sorting them all:
+    the order is the one a full sort gives, for several columns both ways, with a filter on."""
+    app = demo_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for_data(pilot)
+        queue = await open_queue(pilot)
+        app.poller.stop()
+        await pilot.pause(0.2)
+        assert app.view is not None
+        big = many_jobs(app.view, 2_000)
+        table = queue.query_one(JobTable)
+        for column, reverse, text in (("state", False, ""), ("wasted", True, ""), ("user", True, "state=pd")):
+            table.set_row_filter(parse_job_filter(text) if text else None)
+            table.sort_by(column, reverse)
+            table.set_rows(big.jobs)
+            ids = list(big.jobs)
+            changed = dict(big.jobs)
+            for gone in ids[5:40:3]:
+                del changed[gone]
+            template = next(r for r in big.jobs.values() if r.job.state == "PENDING")
+            for i in range(12):
+                job = dataclasses.replace(template.job, job_id=str(9_500_000 - 7 * i), user=f"late{i % 3}")
+                changed[job.job_id] = dataclasses.replace(template, job=job, id_key=job_id_key(job.job_id))
+            reorders = []
+            table._reorder = lambda seen=reorders: seen.append(True)  # type: ignore[method-assign,misc]
+            table.set_rows(changed)
+            assert not reorders, "a few jobs came and went: no full sort"
+            inserted = list(table.order)
+            del table._reorder
+            table._reorder()
+            assert inserted == table.order, (column, reverse, text)

@@ -9,7 +9,14 @@ from typing import Any, ClassVar
 from textual.binding import BindingType
 from textual.message import Message
 
-from gputop.core.jobs import DESCENDING_KEYS, JobFilter, JobRow, sort_job_rows, sort_value
+from gputop.core.jobs import (
+    DESCENDING_KEYS,
+    JobFilter,
+    JobRow,
+    job_position_key,
+    sort_job_rows,
+    sort_value,
+)
 from gputop.core.models import Severity
 from gputop.tui import format as fmt
 from gputop.tui.widgets.virtual_table import Cell, Column, VirtualTable, table_bindings
@@ -105,6 +112,10 @@ class JobTable(VirtualTable):
         # The table's `reverse` means largest first; the core's means the other way from its default order.
         # Rows without a value (a pending job's utilization) stay last either way.
         return sort_job_rows(rows, column.key, reverse=reverse != (column.key in DESCENDING_KEYS))
+
+    def position_key(self, column: Column, reverse: bool) -> Callable[[Any], Any] | None:
+        # the table's reverse is "largest first", which is the core's descending order
+        return job_position_key(column.key, reverse)
 
     def keeps_place(self, before: Any, after: Any, column: Column) -> bool:
         return bool(sort_value(before, column.key) == sort_value(after, column.key))

@@ -7,6 +7,7 @@ Subclasses say what a row is: their columns, where the rows come from, and what 
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -24,6 +25,10 @@ from gputop.tui.palette import Palette, PaletteCache
 from gputop.tui.strips import line_strip
 
 Cell = tuple[str, Severity | None]
+
+KEYED_CHANGES_MIN = 50  # rows added or removed in one update that are always inserted, not sorted
+# (keys added, keys removed, the key that places a row; None when nothing was added or removed)
+KeyedChanges = tuple[list[str], list[str], Callable[[Any], Any] | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,29 +106,71 @@ class VirtualTable(ScrollView, can_focus=True):
     # -- data in ------------------------------------------------------------------------------------------
     def set_rows(self, rows: Mapping[str, Any]) -> None:
         old, self._rows = self._rows, rows
-        if self._same_order(old, rows):
-            # Each tick brings new values but mostly the same order: repaint the lines, skip the sort.
-            self._lines.clear()
-            self.refresh()
+        changes = self._keyed_changes(old, rows)
+        if changes is None:
+            self._reorder()
             return
-        self._reorder()
+        added, removed, position = changes
+        if position is not None:
+            self._apply_keyed(added, removed, position)
+        # Each tick brings new values but mostly the same order: repaint the lines, skip the sort.
+        self._lines.clear()
+        self.refresh()
 
-    def _same_order(self, old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
-        """True when ``new`` has ``old``'s keys and every changed row keeps its place: the same sort
-        value and the same filter verdict (a row object that did not change keeps it by definition)."""
-        if not self.order or len(old) != len(new) or old.keys() != new.keys():
-            return False
+    def _keyed_changes(self, old: Mapping[str, Any], new: Mapping[str, Any]) -> KeyedChanges | None:
+        """The keys added and removed, and the key that places new rows, when every row in both keeps its
+        place (the same sort value and the same filter verdict; a row object that did not change keeps it
+        by definition) and the table can place new rows itself (`position_key`); None when the whole table
+        must be sorted again."""
+        if not self.order:
+            return None
         column = self._columns_by_key[self.sort_column]
         row_filter = self.row_filter
+        added: list[str] = []
         for key, row in new.items():
-            before = old[key]
+            before = old.get(key)
             if before is row:
                 continue
+            if before is None:
+                added.append(key)
+                continue
             if not self.keeps_place(before, row, column):
-                return False
+                return None
             if row_filter is not None and row_filter(before) != row_filter(row):
-                return False
-        return True
+                return None
+        kept = len(new) - len(added)
+        removed = [key for key in old if key not in new] if kept != len(old) else []
+        if not added and not removed:
+            return [], [], None
+        if len(added) + len(removed) > max(KEYED_CHANGES_MIN, len(new) // 20):
+            return None  # past a few percent, one sort is cheaper than many inserts
+        position = self.position_key(column, self.sort_reverse)
+        return None if position is None else (added, removed, position)
+
+    def _apply_keyed(self, added: list[str], removed: list[str], position: Callable[[Any], Any]) -> None:
+        """Drops the removed keys from the order and inserts the added rows (those the filter keeps) where
+        a full sort would put them."""
+        if removed:
+            gone = set(removed)
+            self.order = [key for key in self.order if key not in gone]
+        rows, row_filter = self._rows, self.row_filter
+        for key in added:
+            row = rows[key]
+            if row_filter is not None and not row_filter(row):
+                continue
+            at = bisect.bisect_left(self.order, position(row), key=lambda k: position(rows[k]))
+            self.order.insert(at, key)
+            if self.KEY_IS_FIRST_COLUMN:
+                self._key_width = max(self._key_width, len(key) + 2)
+        self._row_index_cache = None
+        if self.cursor_name is None or not self._has_key(self.cursor_name):
+            self.cursor_name = self.order[0] if self.order else None
+        self.virtual_size = Size(0, len(self.order) + 1)
+
+    def position_key(self, column: Column, reverse: bool) -> Callable[[Any], Any] | None:
+        """A key that puts one row where the table's sort would (for inserting new rows without sorting
+        them all); None: this table always sorts."""
+        return None
 
     def keeps_place(self, before: Any, after: Any, column: Column) -> bool:
         """Whether a row that changed from ``before`` to ``after`` sorts where it did by ``column``."""
