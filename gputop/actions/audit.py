@@ -10,6 +10,7 @@ import socket
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 
 def append_audit(
@@ -49,6 +50,16 @@ def append_audit(
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def audit_or_reason(path: str | Path, **record: Any) -> str | None:
+    """`append_audit`, for callers that must show the outcome either way: None when the line is on disk,
+    else why it is not (to be shown loudly beside the outcome)."""
+    try:
+        append_audit(path, **record)
+    except OSError as err:
+        return f"could not write the audit log {path}: {err.strerror or err}"
+    return None
 
 
 def _user() -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from gputop.actions.audit import append_audit
+from gputop.actions.audit import audit_or_reason
 from gputop.core.node_actions import NodeActionPlan
 from gputop.sources.slurm_runner import RunFailed, Runner
 
@@ -42,22 +42,18 @@ async def execute(
     try:
         done = await runner.run(plan.argv, dict(env or {}), timeout_s)
         status: int | None = done.exit_status
-        output = "\n".join(part.strip() for part in (done.stdout, done.stderr) if part.strip())
+        output = done.output
     except RunFailed as failed:
         status, output = None, failed.reason
-    audit_error = None
-    try:
-        append_audit(
-            audit_log,
-            cluster=cluster,
-            action=plan.action,
-            argv=plan.argv,
-            targets=plan.nodes,
-            exit_status=status,
-            output=output,
-            where=runner.where,
-            demo=demo,
-        )
-    except OSError as err:
-        audit_error = f"could not write the audit log {audit_log}: {err.strerror or err}"
+    audit_error = audit_or_reason(
+        audit_log,
+        cluster=cluster,
+        action=plan.action,
+        argv=plan.argv,
+        targets=plan.nodes,
+        exit_status=status,
+        output=output,
+        where=runner.where,
+        demo=demo,
+    )
     return ActionOutcome(plan, runner.where, status, output, audit_error)

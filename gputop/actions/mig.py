@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from gputop.actions.audit import append_audit
+from gputop.actions.audit import audit_or_reason
 from gputop.sources.slurm_runner import LocalRunner, RunFailed, Runner
 
 if TYPE_CHECKING:
@@ -76,21 +76,17 @@ async def run_steps(
     outcomes: list[StepOutcome] = []
     for at, step in enumerate(steps):
         status, output = await _run_one(step, runner, timeout_s)
-        audit_error = None
-        try:
-            append_audit(
-                audit_log,
-                cluster=cluster,
-                action=AUDIT_ACTION,
-                argv=step.argv,
-                targets=[f"{node}:GPU{step.gpu_index}"],
-                exit_status=status,
-                output=output,
-                where=runner.where,
-                demo=demo,
-            )
-        except OSError as err:
-            audit_error = f"could not write the audit log {audit_log}: {err.strerror or err}"
+        audit_error = audit_or_reason(
+            audit_log,
+            cluster=cluster,
+            action=AUDIT_ACTION,
+            argv=step.argv,
+            targets=[f"{node}:GPU{step.gpu_index}"],
+            exit_status=status,
+            output=output,
+            where=runner.where,
+            demo=demo,
+        )
         outcome = StepOutcome(step, status, output, audit_error)
         outcomes.append(outcome)
         on_step(outcome)
@@ -106,7 +102,7 @@ async def _run_one(step: Step, runner: Runner, timeout_s: float) -> tuple[int | 
         return None, failed.reason
     except TimeoutError:
         return None, f"{step.argv[0]} did not finish within {timeout_s:g}s (abandoned)"
-    output = "\n".join(part.strip() for part in (done.stdout, done.stderr) if part.strip())
+    output = done.output
     if done.exit_status is None:
         output = "\n".join(filter(None, ("killed by a signal", output)))
     return done.exit_status, output

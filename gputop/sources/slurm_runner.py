@@ -43,6 +43,11 @@ class Completed:
     stdout: str
     stderr: str
 
+    @property
+    def output(self) -> str:
+        """stdout then stderr, trimmed, as an action's outcome shows and the audit log keeps them."""
+        return "\n".join(part.strip() for part in (self.stdout, self.stderr) if part.strip())
+
 
 class RunFailed(Exception):
     """The command gave no exit status to read: the message says why. retry False: trying again will
