@@ -17,6 +17,7 @@ from gputop.core.config import Config
 from gputop.core.metrics import HeatScale, Metric, heat_scales
 from gputop.core.models import SnapshotDelta
 from gputop.core.node_actions import NodeAction, reason_template
+from gputop.core.source_problems import problems_of
 from gputop.core.summary import ClusterView
 from gputop.poller import Poller
 from gputop.sources.base import Source
@@ -24,9 +25,8 @@ from gputop.tui import themes
 from gputop.tui.commands import GputopCommands
 from gputop.tui.palette import Palette, PaletteCache
 from gputop.tui.screens.alerts import AlertsScreen
-from gputop.tui.screens.dashboard import NODE_ACTIONS, DashboardScreen
+from gputop.tui.screens.dashboard import DashboardScreen
 from gputop.tui.screens.help import HelpScreen
-from gputop.tui.screens.node import ACTING as NODE_SCREEN_ACTING
 from gputop.tui.screens.node import NodeScreen
 from gputop.tui.screens.node_action import NodeActionScreen
 from gputop.tui.screens.queue import QueueScreen
@@ -35,7 +35,7 @@ from gputop.tui.widgets.alert_table import AlertTable
 from gputop.tui.widgets.cluster_map import ClusterMap
 from gputop.tui.widgets.job_table import JobTable
 from gputop.tui.widgets.node_table import NodeTable
-from gputop.tui.widgets.status_header import StatusHeader, problems_of
+from gputop.tui.widgets.status_header import StatusHeader
 
 
 @dataclass
@@ -217,7 +217,7 @@ class GputopApp(App[None]):
             ("Slurm queue", list(QueueScreen.BINDINGS) + list(JobTable.BINDINGS)),
             ("Alerts", list(AlertsScreen.BINDINGS) + list(AlertTable.BINDINGS)),
         ]
-        acting = NODE_ACTIONS | NODE_SCREEN_ACTING
+        acting = DashboardScreen.ACTING | NodeScreen.ACTING | QueueScreen.ACTING | AlertsScreen.ACTING
         if self.read_only:  # the acting keys are not bound, so not listed either
             sections = [
                 (title, [b for b in bindings if not (isinstance(b, Binding) and b.action in acting)])

@@ -8,22 +8,22 @@ from typing import TYPE_CHECKING
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from gputop.core.alerts import Alert, alert_reason
 from gputop.core.health import format_age
 from gputop.core.models import SnapshotDelta
 from gputop.core.summary import ClusterView
-from gputop.tui.screens.dashboard import NODE_ACTIONS
+from gputop.tui.screens.base import GputopScreen
 from gputop.tui.widgets.alert_table import AlertOpened, AlertSelected, AlertTable
 from gputop.tui.widgets.status_header import StatusHeader
 
 if TYPE_CHECKING:
-    from gputop.tui.app import GputopApp
+    pass
 
 
-class AlertsScreen(Screen[None]):
+class AlertsScreen(GputopScreen):
+    ACTING = frozenset({"drain"})
     BINDINGS = [
         Binding("escape", "back", "Back"),
         Binding("a", "acknowledge", "Acknowledge"),
@@ -36,10 +36,6 @@ class AlertsScreen(Screen[None]):
     #alert-line { height: auto; padding: 0 1; background: $surface; }
     """
 
-    @property
-    def gputop(self) -> GputopApp:
-        return self.app  # type: ignore[return-value]
-
     def compose(self) -> ComposeResult:
         yield self.gputop.status_header()
         yield Static("", id="alert-line", markup=False)
@@ -51,9 +47,6 @@ class AlertsScreen(Screen[None]):
         view = self.gputop.view
         if view is not None:
             self.apply_view(view, None)
-
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        return not (action in NODE_ACTIONS and self.gputop.read_only)
 
     # -- data -----------------------------------------------------------------------------------------------
     def apply_view(self, view: ClusterView, _delta: SnapshotDelta | None) -> None:

@@ -8,7 +8,6 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
-from textual.screen import Screen
 from textual.widgets import Footer, Input, Static
 
 from gputop.core.filter import FilterError, parse_filter
@@ -16,18 +15,17 @@ from gputop.core.metrics import Metric
 from gputop.core.models import SnapshotDelta
 from gputop.core.summary import ClusterView
 from gputop.tui.messages import NodeOpened, NodeSelected
+from gputop.tui.screens.base import GputopScreen
 from gputop.tui.widgets.cluster_map import ClusterMap
 from gputop.tui.widgets.node_table import NodeTable
 from gputop.tui.widgets.status_header import StatusHeader
 
 if TYPE_CHECKING:
-    from gputop.tui.app import GputopApp
+    pass
 
 
-NODE_ACTIONS = frozenset({"mark", "mark_shown", "drain", "resume"})
-
-
-class DashboardScreen(Screen[None]):
+class DashboardScreen(GputopScreen):
+    ACTING = frozenset({"mark", "mark_shown", "drain", "resume"})
     BINDINGS = [
         Binding("slash", "start_filter", "Filter"),
         Binding("escape", "clear_filter", "Clear filter", show=False),
@@ -49,10 +47,6 @@ class DashboardScreen(Screen[None]):
     #filter-error { height: auto; color: $error; padding: 0 1; display: none; }
     #filter-error.shown { display: block; }
     """
-
-    @property
-    def gputop(self) -> GputopApp:
-        return self.app  # type: ignore[return-value]
 
     def compose(self) -> ComposeResult:
         app = self.gputop
@@ -98,10 +92,6 @@ class DashboardScreen(Screen[None]):
         self.gputop.open_node(event.name)
 
     # -- node actions -----------------------------------------------------------------------------------
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        # Read-only: the acting keys are not there at all (not shown, not bound).
-        return not (action in NODE_ACTIONS and self.gputop.read_only)
-
     def action_mark(self) -> None:
         self.query_one(NodeTable).toggle_mark()
 

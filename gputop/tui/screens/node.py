@@ -11,7 +11,6 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
-from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
 from gputop.core.config import Thresholds
@@ -22,6 +21,7 @@ from gputop.core.problem import GpuVerdict, gpu_verdicts
 from gputop.core.summary import ClusterView, NodeRow
 from gputop.tui import format as fmt
 from gputop.tui.palette import Palette
+from gputop.tui.screens.base import GputopScreen
 from gputop.tui.screens.mig_action import MigActionScreen
 from gputop.tui.screens.mig_dialog import MigRepartitionScreen
 from gputop.tui.screens.mig_mode_dialog import MigModeScreen
@@ -30,11 +30,9 @@ from gputop.tui.widgets.status_header import StatusHeader
 from gputop.tui.widgets.topology_pane import TopologyPane
 
 if TYPE_CHECKING:
-    from gputop.tui.app import GputopApp
+    pass
 
 # The bindings that change something (or only serve to): gone in read-only mode.
-ACTING = frozenset({"drain", "resume", "mark_gpu", "mig_layout", "mig_mode"})
-
 GPU_COLUMNS = (
     ("gpu", "GPU"),
     ("health", "Health"),
@@ -107,7 +105,8 @@ def gpu_cells(
     }
 
 
-class NodeScreen(Screen[None]):
+class NodeScreen(GputopScreen):
+    ACTING = frozenset({"drain", "resume", "mark_gpu", "mig_layout", "mig_mode"})
     BINDINGS = [
         Binding("escape", "back", "Back"),
         Binding("left_square_bracket", "step(-1)", "Previous node"),
@@ -121,9 +120,6 @@ class NodeScreen(Screen[None]):
         # work while it has the focus; the GPU table's cursor picks the same GPU.
         Binding("i", "toggle_topology", "Topology: select a GPU (\u2191\u2193)"),
     ]
-
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        return not (action in ACTING and self.app.read_only)  # type: ignore[attr-defined]
 
     def action_drain(self) -> None:
         self.app.open_node_action("drain", [self.node_name])  # type: ignore[attr-defined]
@@ -208,10 +204,6 @@ class NodeScreen(Screen[None]):
         self.node_name = node_name
         self._rows_shown: list[int] = []
         self.marked_gpus: set[int] = set()
-
-    @property
-    def gputop(self) -> GputopApp:
-        return self.app  # type: ignore[return-value]
 
     def compose(self) -> ComposeResult:
         app = self.gputop

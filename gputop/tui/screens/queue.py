@@ -9,7 +9,6 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
-from textual.screen import Screen
 from textual.widgets import Footer, Input, Static
 
 from gputop.core.filter import FilterError
@@ -18,13 +17,13 @@ from gputop.core.jobs import JobRow, parse_job_filter
 from gputop.core.models import SnapshotDelta
 from gputop.core.nodeset import fold_indices, natural_key
 from gputop.core.summary import ClusterView
-from gputop.tui.screens.dashboard import NODE_ACTIONS
+from gputop.tui.screens.base import GputopScreen
 from gputop.tui.widgets.cluster_map import ClusterMap
 from gputop.tui.widgets.job_table import JobOpened, JobSelected, JobTable
 from gputop.tui.widgets.status_header import StatusHeader
 
 if TYPE_CHECKING:
-    from gputop.tui.app import GputopApp
+    pass
 
 
 def job_line(row: JobRow, idle: IdleState | None) -> str:
@@ -45,7 +44,8 @@ def job_line(row: JobRow, idle: IdleState | None) -> str:
     return f"{head}  {'  '.join(held) or row.nodes_text}"
 
 
-class QueueScreen(Screen[None]):
+class QueueScreen(GputopScreen):
+    ACTING = frozenset({"drain"})
     BINDINGS = [
         Binding("escape", "back", "Back"),
         Binding("slash", "start_filter", "Filter"),
@@ -63,10 +63,6 @@ class QueueScreen(Screen[None]):
     #queue-filter-error { height: auto; color: $error; padding: 0 1; display: none; }
     #queue-filter-error.shown { display: block; }
     """
-
-    @property
-    def gputop(self) -> GputopApp:
-        return self.app  # type: ignore[return-value]
 
     def __init__(self) -> None:
         super().__init__()
@@ -91,9 +87,6 @@ class QueueScreen(Screen[None]):
         view = self.gputop.view
         if view is not None:
             self.apply_view(view, None)
-
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        return not (action in NODE_ACTIONS and self.gputop.read_only)
 
     # -- data -----------------------------------------------------------------------------------------------
     def apply_view(self, view: ClusterView, _delta: SnapshotDelta | None) -> None:
