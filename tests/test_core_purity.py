@@ -25,7 +25,7 @@ socket.socket = refuse
 import gputop.core.models, gputop.core.config, gputop.core.health, gputop.core.summary
 import gputop.core.filter, gputop.core.metrics, gputop.core.nodeset, gputop.core.heatmap
 import gputop.core.idle, gputop.core.jobs, gputop.core.job_filter, gputop.core.topology_view
-import gputop.core.interconnect, gputop.core.interconnect_deviations
+import gputop.core.interconnect, gputop.core.interconnect_deviations, gputop.core.source_problems
 import gputop.core.mig_layout, gputop.core.mig_plan, gputop.core.mig_preconditions
 import gputop.core
 print("\\n".join(sorted(sys.modules)))

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from rich.text import Text
 from textual.widget import Widget
 
 from gputop.core.health import format_age
 from gputop.core.models import Severity
+from gputop.core.source_problems import problems_of
 from gputop.core.summary import ClusterView
 from gputop.tui import format as fmt
 from gputop.tui.palette import PaletteCache
@@ -111,21 +111,3 @@ class StatusHeader(Widget):
                 kept_age_s = max(0.0, now_s - problem.kept_since_s)
                 text.append(f" (showing its state of {format_age(kept_age_s)} ago)", palette.dim)
         return text
-
-
-@dataclass(frozen=True, slots=True)
-class SourceProblem:
-    badge: str  # "SLURM", "SOURCE"
-    text: str
-    kept_since_s: float | None = None  # when the data still shown was read
-
-
-def problems_of(view: ClusterView) -> list[SourceProblem]:
-    """What the header says is failing: Slurm's read error and any source that missed its deadline or
-    raised."""
-    found: list[SourceProblem] = []
-    slurm = view.snapshot.slurm
-    if slurm is not None and slurm.error:
-        found.append(SourceProblem("SLURM", slurm.error, slurm.sampled_at_s))
-    found.extend(SourceProblem("SOURCE", error) for error in view.source_errors)
-    return found
