@@ -102,7 +102,7 @@ class Poller:
             except Exception as err:  # one source that cannot start must not keep the others dark
                 log.exception("source %s failed to start", source.name)
                 self._source_errors[source.name] = f"{source.name}: could not start: {err}"
-        self._replay_history()
+        self.replay_history()
         try:
             while not self._stopping:
                 started = time.monotonic()
@@ -117,7 +117,7 @@ class Poller:
                 with contextlib.suppress(Exception):
                     await source.close()
 
-    def _replay_history(self) -> None:
+    def replay_history(self) -> None:
         """Feeds the sources' recent past (the demo's) to the idle and health trackers, oldest first."""
         for source in self.sources:
             take_history = getattr(source, "take_history", None)

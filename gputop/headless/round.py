@@ -142,7 +142,7 @@ async def _tick(
     )
     # What Poller.run does before its first tick: the demo's recent past goes to the idle tracker, so a
     # job holding idle GPUs is named in this one round.
-    poller._replay_history()
+    poller.replay_history()
     # One round has no past to wait on: a temperature over its threshold now is reported now.
     poller.health_tracker.sustain_s = 0.0
     view = await poller.tick()
