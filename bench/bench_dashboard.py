@@ -152,6 +152,16 @@ def wrap(obj: Any, name: str, wrapper: Callable[..., Any], figure: str) -> None:
     setattr(obj, name, wrapped)
 
 
+def send_key(app: GputopApp, key: str) -> None:
+    """What `Pilot.press` sends, without its wait for an idle CPU afterwards (which takes 40 ms or more and
+    would set the key rate)."""
+    char = key if len(key) == 1 else None
+    event = events.Key(key, char)
+    event.set_sender(app)
+    assert app._driver is not None
+    app._driver.send_message(event)
+
+
 class Harness:
     """The app under test, its widgets, and the hooks the measurements use."""
 
@@ -228,13 +238,7 @@ class Harness:
         return time.process_time() - started, self.app.poller.last_tick_cpu_s
 
     def send_key(self, key: str) -> None:
-        """What `Pilot.press` sends, without its wait for an idle CPU afterwards (which takes 40 ms or
-        more and would set the key rate)."""
-        char = key if len(key) == 1 else None
-        event = events.Key(key, char)
-        event.set_sender(self.app)
-        assert self.app._driver is not None
-        self.app._driver.send_message(event)
+        send_key(self.app, key)
 
 
 # -- 1. CPU per tick --------------------------------------------------------------------------------------

@@ -34,9 +34,8 @@ os.environ["COLORTERM"] = "truecolor"
 os.environ.pop("NO_COLOR", None)
 
 import gputop.tui  # noqa: F401, I001  (sets Textual's defaults before Textual is imported)
-from bench_dashboard import SCREEN_SIZE, PaintProbe, bench_config, wrap
+from bench_dashboard import SCREEN_SIZE, PaintProbe, bench_config, send_key, wrap
 from bench_report import Row, cpu_model, percentile, print_table
-from textual import events
 
 from gputop.cli import build_demo_app
 from gputop.clock import FrozenClock
@@ -147,11 +146,7 @@ class QueueHarness:
         return time.process_time() - started, self.app.poller.last_tick_cpu_s
 
     def send_key(self, key: str) -> None:
-        char = key if len(key) == 1 else None
-        event = events.Key(key, char)
-        event.set_sender(self.app)
-        assert self.app._driver is not None
-        self.app._driver.send_message(event)
+        send_key(self.app, key)
 
 
 async def measure_ticks(h: QueueHarness, count: int) -> tuple[list[float], list[float], list[float]]:

@@ -94,3 +94,18 @@ def test_the_drain_reason_carries_the_words_and_since_when() -> None:
     book = AlertBook()
     (alert,) = book.update([xid()], T0).alerts.values()
     assert alert_reason(alert) == "GPU4 Xid 79: GPU has fallen off the bus (since 2027-01-15 08:00 UTC)"
+
+
+def test_subjects_keep_two_xids_on_one_gpu_and_two_ports_of_one_node_apart() -> None:
+    book = AlertBook()
+    xids = [
+        Problem(CRIT, "n1", 0, "xid", "GPU0 Xid 48", "48"),
+        Problem(CRIT, "n1", 0, "xid", "GPU0 Xid 79", "79"),
+    ]
+    ports = [Problem(CRIT, "n1", None, "ib", f"mlx5_{i} port 1 Down", f"mlx5_{i} port 1") for i in (1, 3)]
+    assert sorted(book.update([*xids, *ports], T0).alerts) == [
+        "n1/ib/node/mlx5_1 port 1",
+        "n1/ib/node/mlx5_3 port 1",
+        "n1/xid/GPU0/48",
+        "n1/xid/GPU0/79",
+    ]

@@ -24,9 +24,8 @@ from gputop.core.interconnect_deviations import (
     fleet_interconnect,
 )
 from gputop.core.models import GpuSample, IbPort, NodeSample, Reachability, Severity
-from gputop.core.parsers.ib import IbStat, parse_ibstat
-from gputop.core.parsers.nvlink import NvlinkStatus, parse_nvlink
-from gputop.core.parsers.topo import LinkClass, Topology, parse_topo
+from gputop.core.parsers.topo import LinkClass
+from tests.topology_samples import ibstat, nvlink, topo
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -41,24 +40,6 @@ V100_INACTIVE = fixture("nvidia-smi-nvlink/v100-sxm2-32gb-7gpu-6links-INACTIVE-l
 H100_IBSTAT = fixture("ib/ibstat-h100-ndr-ib-cx7-plus-cx6-eth-12ca-eth-ports-DOWN-gpud.txt")
 A100_TOPO = fixture("nvidia-smi-topo/a100-8gpu-nv12-18nic-oci-bm-gpu4.8-style.txt")
 V100 = "Tesla V100-SXM2-32GB"
-
-
-def topo(text: str) -> Topology:
-    parsed = parse_topo(text)
-    assert isinstance(parsed, Topology), parsed
-    return parsed
-
-
-def nvlink(text: str) -> NvlinkStatus:
-    parsed = parse_nvlink(text)
-    assert isinstance(parsed, NvlinkStatus), parsed
-    return parsed
-
-
-def ibstat(text: str) -> IbStat:
-    parsed = parse_ibstat(text)
-    assert isinstance(parsed, IbStat), parsed
-    return parsed
 
 
 def gpu(index: int, name: str = V100) -> GpuSample:

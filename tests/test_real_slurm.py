@@ -158,8 +158,14 @@ def test_stop_leaves_no_process_and_no_listener(real_slurm: RealSlurm, tmp_path:
         assert second.node_states() == {"node01": "idle", "node02": "idle"}
         assert second.run(["sinfo", "-h", "-N", "-o", "%G"]).stdout.split() == ["gpu:a100:4"] * 2
         running(second, second.submit(gpus=4))
-        pids = infra._cluster_pids(second.base_dir)
-        comms = {infra._comm(pid) for pid in pids}
+        # RUNNING comes a moment before slurmstepd has started the job's own process
+        deadline = time.monotonic() + 10
+        while True:
+            pids = infra._cluster_pids(second.base_dir)
+            comms = {infra._comm(pid) for pid in pids}
+            if "sleep" in comms or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
         assert {"munged", "slurmctld", "slurmd", "slurmstepd", "sleep"} <= comms
         ports = {second.ctld_port, *second.node_ports.values()}
     finally:
