@@ -59,6 +59,15 @@ async def queue_most_idle(_app: GputopApp, pilot: Pilot[None]) -> None:
     await pilot.press("J", "w")
 
 
+async def alerts(_app: GputopApp, pilot: Pilot[None]) -> None:
+    await pilot.press("A")
+
+
+async def open_mig_node(app: GputopApp, pilot: Pilot[None]) -> None:
+    app.open_node(incident(app, "mig"))
+    await pilot.pause()
+
+
 async def show_help(_app: GputopApp, pilot: Pilot[None]) -> None:
     await pilot.press("question_mark")
 
@@ -86,6 +95,8 @@ async def main() -> int:
         ("dashboard-filter-temperature", make_app(), filter_hot, SIZE),
         ("node-screen", make_app(), open_ecc_node, SIZE),
         ("queue-most-idle-first", make_app(), queue_most_idle, SIZE),
+        ("alerts", make_app(), alerts, SIZE),
+        ("node-screen-mig", make_app(), open_mig_node, SIZE),
         ("help", make_app(), show_help, SIZE),
         ("theme-light-80x24", make_app(theme="gputop-light"), nothing, (80, 24)),
         ("theme-high-contrast", make_app(theme="gputop-high-contrast"), nothing, SIZE),
