@@ -49,6 +49,7 @@ from gputop.sources.commands import CommandSpec
 from gputop.sources.ssh import SshSource, node_sample, raise_open_file_limit
 from gputop.sources.ssh_connect import PREFERRED_CIPHERS
 from gputop.sources.ssh_node import NodeLink
+from gputop.sources.ssh_stream import run_line_stream
 
 GPUS_PER_NODE = 8
 INTERVAL_S = 1.0
@@ -932,9 +933,8 @@ async def floor_phase(config: Config, fleet: FleetProcess, info: FleetInfo, seco
         async with handshakes:
             conn = await connect_entry(entry, cluster.ssh.connect_timeout_s)
         conns.append(conn)
-        process = await conn.create_process(spec.command_line, encoding=None)
-        while await process.stdout.read(65536):
-            pass
+        while True:  # gputop's own reader, its lines dropped
+            await run_line_stream(conn, spec.command_line, lambda _lines, _ended: None, spec.timeout_s)
 
     names = [n for n in cluster.node_names if n not in info.unresponsive]
     tasks = [asyncio.create_task(stream(n)) for n in names]

@@ -14,6 +14,7 @@ from gputop.config_file import load_config
 from gputop.core.config import ClusterConfig, Config
 from gputop.core.models import NodeSample, Reachability
 from gputop.sources.fake_fleet import Fault, Fleet, run_fleet
+from gputop.sources.parse_cache import ParseCache
 from gputop.sources.ssh import SshSource
 
 NODES = 8  # one node per simulator incident
@@ -255,5 +256,40 @@ async def test_a_node_with_every_slow_fact_switched_off_still_streams(fleet: Fle
         assert all(not nodes[n].facts and not nodes[n].fact_errors for n in names)
         stamps = {n: nodes[n].sampled_at_s or 0.0 for n in names}
         await wait_for(source, lambda ns: all((ns[n].sampled_at_s or 0) > stamps[n] for n in names), 5)
+    finally:
+        await source.close()
+
+
+async def test_a_node_that_prints_the_same_slow_fact_again_is_not_parsed_again(fleet: Fleet) -> None:
+    """ibstat differs from node to node (GUIDs), so the shared cache cannot hold a large fleet's outputs:
+    each node keeps its own last output and value."""
+    config = fast(load_config(fleet.config_path))
+    source = SshSource(cluster_of(config), config.poll, time.time)
+    source.parse_cache = ParseCache(max_entries_per_kind=1)  # holds no fleet: every node's text misses it
+    spec = source.commands["ibstat"]
+    source.commands = {
+        "metrics": source.commands["metrics"],
+        "ibstat": dataclasses.replace(spec, interval_s=0.1),
+    }
+    runs = 0
+    await source.start()
+    for link in source.links.values():
+        original = link._run_fact
+
+        async def counted(conn: object, s: object, _o: object = original) -> None:
+            nonlocal runs
+            runs += 1
+            await _o(conn, s)  # type: ignore[operator]
+
+        link._run_fact = counted  # type: ignore[method-assign]
+    try:
+        names = answering(fleet)
+        first = await wait_for(source, lambda ns: all(ns[n].ib_ports for n in names))
+        await asyncio.sleep(1.5)
+        last = await wait_for(source, lambda ns: True)
+        assert runs >= 4 * len(names), runs
+        assert source.parse_cache.misses <= len(names) + 2, (source.parse_cache.misses, runs)
+        # the same parsed value, so the ports derived from it are not made again either
+        assert all(last[n].ib_ports is first[n].ib_ports for n in names)
     finally:
         await source.close()

@@ -46,8 +46,6 @@ class LinkSettings:
     expected_gpus: int | None
 
 
-STREAM_READ_BYTES = 65536
-
 # What nvidia-smi prints, failing the whole query, for a field its driver does not know (an older driver
 # asked for remapped_rows.pending, or a site's field list written for another version).
 _REJECTED_FIELD = re.compile(rb'Field "([^"]+)" is not a valid field to query')
@@ -96,6 +94,7 @@ class NodeLink:
         self.facts: dict[str, Any] = {}  # parsed slow facts by command name
         self.fact_errors: dict[str, str] = {}
         self.derived: dict[str, tuple[Any, Any]] = {}  # values made from facts, with what they came from
+        self._fact_outputs: dict[str, tuple[str, str, Any]] = {}  # by fact: its last readable output, parsed
         self.error: str | None = None
         self.connected = False
         self.version = 0  # bumps whenever what the node shows changes
@@ -169,42 +168,21 @@ class NodeLink:
             self._conn = None
 
     async def _stream(self, conn: Any) -> None:
-        import asyncssh
+        from gputop.sources.ssh_stream import run_line_stream  # asyncssh loads only when SSH is used
 
         spec = self.stream_spec
         self._rejected_field = None
-        process = await conn.create_process(spec.command_line, encoding=None, stderr=asyncssh.STDOUT)
-        loop = asyncio.get_running_loop()
-        partial = b""
         try:
-            # One deadline, pushed back whenever data arrives: cheaper than a wait_for per read, which
-            # on a thousand nodes printing eight lines a second was a third of gputop's CPU.
-            async with asyncio.timeout(loop.time() + spec.timeout_s) as deadline:
-                while True:
-                    # Whatever has arrived, not one line: nvidia-smi prints a node's GPUs in one burst.
-                    chunk = await process.stdout.read(STREAM_READ_BYTES)
-                    if not chunk:
-                        break
-                    deadline.reschedule(loop.time() + spec.timeout_s)
-                    lines = (partial + chunk).split(b"\n")
-                    partial = lines.pop()
-                    if len(partial) > STREAM_READ_BYTES:  # no newline in sight: not nvidia-smi's CSV
-                        lines.append(partial)
-                        partial = b""
-                    self._feed(lines, burst_ended=not partial)
+            exit_status = await run_line_stream(conn, spec.command_line, self._feed, spec.timeout_s)
         except TimeoutError:
             if self.assembler.flush():
                 self._publish()
             raise StreamEnded(f"no metrics from nvidia-smi for {spec.timeout_s:g}s") from None
-        finally:
-            process.close()
-        self._feed([partial] if partial else [], burst_ended=True)
         if self.assembler.flush():
             self._publish()
-        await process.wait_closed()
         if self._rejected_field is not None:
             raise FieldRejected(self._rejected_field)
-        raise StreamEnded(self._ended_reason(process.exit_status))
+        raise StreamEnded(self._ended_reason(exit_status))
 
     def _feed(self, lines: list[bytes], burst_ended: bool) -> None:
         published = False
@@ -329,18 +307,25 @@ class NodeLink:
         if result.exit_status == 127 or "command not found" in err_text:
             self._fact_failed(spec, f"{spec.argv[0]} not installed")
             return
-        driver = detect_driver_error(out + "\n" + err_text)
-        if driver is not None:
-            self._fact_failed(spec, driver)
-            return
-        try:
-            value = self.parse_cache.parse(spec.parser, out)
-        except KeyError:
-            self._fact_failed(spec, f"no parser for {spec.parser}")
-            return
-        if isinstance(value, ParseFailure):
-            self._fact_failed(spec, f"{spec.name}: {value.reason}")
-            return
+        last = self._fact_outputs.get(spec.name)
+        if last is not None and last[0] == out and last[1] == err_text:
+            # What this node printed last time: its own last value. Outputs that differ from node to node
+            # (ibstat's GUIDs) would otherwise miss the shared cache and be parsed again at every run.
+            value = last[2]
+        else:
+            driver = detect_driver_error(out + "\n" + err_text)
+            if driver is not None:
+                self._fact_failed(spec, driver)
+                return
+            try:
+                value = self.parse_cache.parse(spec.parser, out)
+            except KeyError:
+                self._fact_failed(spec, f"no parser for {spec.parser}")
+                return
+            if isinstance(value, ParseFailure):
+                self._fact_failed(spec, f"{spec.name}: {value.reason}")
+                return
+            self._fact_outputs[spec.name] = (out, err_text, value)
         if self.facts.get(spec.name) is value and spec.name not in self.fact_errors:
             return  # the same output as last time: nothing on screen changes
         self.facts[spec.name] = value
