@@ -126,6 +126,9 @@ class SshSource:
         return sample
 
 
+_PROCESSES_AT = GpuSample._fields.index("processes")
+
+
 def node_sample(link: NodeLink, expected_gpus: int | None) -> NodeSample:
     facts = dict(link.facts)
     processes = facts.pop("processes", None)
@@ -178,7 +181,13 @@ def _with_processes(
 ) -> tuple[GpuSample, ...]:
     if not by_uuid:
         return gpus
-    return tuple(g._replace(processes=by_uuid[g.uuid]) if g.uuid in by_uuid else g for g in gpus)
+    # Slicing the tuple rather than _replace: this runs for every GPU of every node at every tick, and
+    # _replace (through a dict of the fields) costs three times as much.
+    at, new = _PROCESSES_AT, tuple.__new__
+    return tuple(
+        g if (found := by_uuid.get(g.uuid)) is None else new(GpuSample, (*g[:at], found, *g[at + 1 :]))
+        for g in gpus
+    )
 
 
 def _ib_ports(ibstat: object) -> tuple[IbPort, ...]:
