@@ -17,6 +17,7 @@ from gputop.core.parsers.gpu_list import GpuList, parse_gpu_list
 from gputop.core.parsers.query_gpu import (
     QUERY_GPU_FIELDS,
     QueryGpuResult,
+    header_fields,
     parse_query_gpu,
     parse_query_gpu_line,
     throttle_reason_names,
@@ -362,6 +363,33 @@ def test_stream_lines_for_eight_gpus_match_the_whole_output_parser() -> None:
     one_by_one = [parse_query_gpu_line(line, QUERY_GPU_FIELDS) for line in lines]
     assert one_by_one == list(query_gpu("\n".join(lines)).gpus)
     assert [g.util_pct for g in one_by_one if isinstance(g, GpuSample)] == [i * 12.0 for i in range(8)]
+
+
+def test_stream_lines_of_every_real_sample_read_as_the_whole_output_parser_reads_them() -> None:
+    """The stream's compiled reader falls back to the careful converters, and then keeps them for the
+    columns that needed them: the first pass and the second give the same samples as the careful parse."""
+    for path in samples("nvidia-smi-query-gpu-csv"):
+        lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        header = header_fields([cell.strip() for cell in lines[0].split(",")])
+        assert header is not None, path.name
+        careful = query_gpu("\n".join(lines)).gpus
+        for _ in range(2):
+            read = [parse_query_gpu_line(line.strip(), header) for line in lines[1:]]
+            assert [g for g in read if g is not None] == list(careful), path.name
+
+
+def test_a_column_that_printed_n_a_once_still_reads_numbers_and_n_a() -> None:
+    fields = (*QUERY_GPU_FIELDS[:4], "utilization.gpu")  # a layout of its own, so no other test taught it
+    plain = "3, GPU-3, NVIDIA A100-SXM4-80GB, 00000000:07:00.0, 42"
+    unknown = "3, GPU-3, NVIDIA A100-SXM4-80GB, 00000000:07:00.0, [N/A]"
+    utilization = []
+    for line in (plain, unknown, plain, unknown, plain):
+        gpu = parse_query_gpu_line(line, fields)
+        assert isinstance(gpu, GpuSample)
+        utilization.append(gpu.util_pct)
+    assert utilization == [42.0, None, 42.0, None, 42.0]
+    broken = parse_query_gpu_line("3, GPU-3, NVIDIA A100-SXM4-80GB, 00000000:07:00.0, lots", fields)
+    assert isinstance(broken, ParseFailure) and "utilization.gpu" in broken.reason
 
 
 def test_stream_line_for_a_mig_gpu_with_no_values() -> None:

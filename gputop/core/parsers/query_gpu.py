@@ -23,6 +23,7 @@ from typing import Any, Final
 from gputop.core.models import GpuSample
 from gputop.core.parsers.common import NOT_AVAILABLE, ParseFailure, ParserInfo
 from gputop.core.parsers.driver_errors import detect_driver_error
+from gputop.core.parsers.row_reader import compile_reader
 
 KIND: Final = "query-gpu"
 
@@ -220,6 +221,9 @@ def _to_reasons(cell: str) -> tuple[str, ...]:
     return throttle_reason_names(int(text, 16))
 
 
+# The builtins that read a plain number as the guarded converters do, and raise ValueError on the rest.
+_BUILTIN_FOR: Final[dict[Callable[[str], Any], Callable[[str], Any]]] = {_to_float: float, _to_int: int}
+
 _CONVERTER_BY_SLOT: Final[dict[str, Callable[[str], Any]]] = {
     "index": _to_index,
     "uuid": _to_text,
@@ -258,6 +262,10 @@ class _Plan:
     extra: tuple[tuple[int, str], ...]  # (column, field) of fields without a GpuSample slot
     template: tuple[Any, ...]  # GpuSample values before any cell is read
     has_index: bool
+    # The steps compiled into one function, with the builtin float and int for numbers except in the
+    # guarded columns, where a line has shown a cell only the careful converters read ("[N/A]").
+    fast: Callable[[Sequence[str]], GpuSample]
+    guarded: frozenset[int] = frozenset()
 
 
 def field_name(header_cell: str) -> str:
@@ -265,7 +273,7 @@ def field_name(header_cell: str) -> str:
     return header_cell.split("[", 1)[0].strip()
 
 
-def _plan_for(fields: tuple[str, ...]) -> _Plan:
+def _plan_for(fields: tuple[str, ...], guarded: frozenset[int] = frozenset()) -> _Plan:
     positions = {slot: i for i, slot in enumerate(GpuSample._fields)}
     steps: list[tuple[int, int, Callable[[str], Any]]] = []
     extra: list[tuple[int, str]] = []
@@ -283,7 +291,13 @@ def _plan_for(fields: tuple[str, ...]) -> _Plan:
     template[positions["name"]] = ""
     template[positions["throttle_reasons"]] = ()
     template[positions["processes"]] = ()
-    return _Plan(fields, len(fields), tuple(steps), tuple(extra), tuple(template), "index" in taken)
+    quick = [
+        (c, p, convert if c in guarded else _BUILTIN_FOR.get(convert, convert)) for c, p, convert in steps
+    ]
+    fast = compile_reader(GpuSample, tuple(template), quick)
+    return _Plan(
+        fields, len(fields), tuple(steps), tuple(extra), tuple(template), "index" in taken, fast, guarded
+    )
 
 
 _PLANS: dict[tuple[str, ...], _Plan] = {}
@@ -342,6 +356,10 @@ def parse_query_gpu_line(line: str, fields: Sequence[str]) -> GpuSample | ParseF
         if header_fields([c.strip() for c in cells]) is not None:
             return None
         return ParseFailure(KIND, f"{len(cells)} columns, expected {plan.width}", line[:200])
+    try:
+        return plan.fast(cells)
+    except ValueError:
+        pass  # a cell only the guarded converters read, a header, or a broken line: read it with care
     values = list(plan.template)
     column = 0
     try:
@@ -352,8 +370,25 @@ def parse_query_gpu_line(line: str, fields: Sequence[str]) -> GpuSample | ParseF
             return None
         cell = cells[column].strip()
         return ParseFailure(KIND, f"{plan.fields[column]}: unreadable value {cell!r}", line[:200])
+    _guard_columns(plan, cells)
     sample: GpuSample = _new_tuple(GpuSample, values)
     return sample
+
+
+def _guard_columns(plan: _Plan, cells: Sequence[str]) -> None:
+    """Recompiles the plan with its guarded converters in the columns whose builtin raised on ``cells``,
+    a readable line: a GPU that prints "[N/A]" there once will print it every interval."""
+    guarded = set(plan.guarded)
+    for column, _position, convert in plan.steps:
+        builtin = _BUILTIN_FOR.get(convert)
+        if builtin is None or column in guarded:
+            continue
+        try:
+            builtin(cells[column])
+        except ValueError:
+            guarded.add(column)
+    if len(guarded) > len(plan.guarded) and _PLANS.get(plan.fields) is plan:
+        _PLANS[plan.fields] = _plan_for(plan.fields, frozenset(guarded))
 
 
 # -- a whole output -----------------------------------------------------------------------------------
