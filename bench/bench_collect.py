@@ -973,7 +973,10 @@ def gc_row(w: Window) -> Row:
         "   longest garbage collection (gc frozen after the first view, as the app does)",
         ms(young + full, 100),
         "ms",
-        note=f"gen 0/1: {len(young)}, gen 2: {len(full)} ({1000 * sum(full):.0f} ms in all)",
+        note=(
+            f"gen 0/1: {len(young)} ({1000 * sum(young):.0f} ms in all),"
+            f" gen 2: {len(full)} ({1000 * sum(full):.0f} ms)"
+        ),
     )
 
 
