@@ -180,7 +180,8 @@ async def test_a_stream_that_dies_reconnects_with_backoff(fleet: Fleet) -> None:
     try:
         await wait_for(source, lambda ns: bool(ns[victim].gpus))
         fleet.faults.set(victim, Fault.DIE_MIDSTREAM)
-        await wait_for(source, lambda ns: ns[victim].error not in (None, "connecting"))
+        cut = await wait_for(source, lambda ns: ns[victim].error not in (None, "connecting"))
+        assert "metrics stream cut off" in (cut[victim].error or ""), cut[victim].error
         fleet.faults.clear(victim)
         first = (await source.collect(time.time())).nodes
         stamp = next(n for n in first if n.name == victim).sampled_at_s or 0

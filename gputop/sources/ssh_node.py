@@ -220,6 +220,8 @@ class NodeLink:
             return self.assembler.error
         if exit_status == 127:
             return "nvidia-smi not installed (command not found)"
+        if exit_status is None:
+            return "metrics stream cut off: nvidia-smi stopped without an exit status (killed?)"
         return f"metrics stream ended (nvidia-smi exit status {exit_status})"
 
     def _publish(self) -> None:
