@@ -11,6 +11,7 @@ from collections.abc import Callable, Collection
 from typing import Final
 
 from gputop.core.health_tracker import MEM, PCIE_GEN, TEMP, GpuFlag
+from gputop.core.identity_memo import IdentityMemo
 from gputop.core.idle import gpu_by_index
 from gputop.core.models import GpuSample, NodeSample, Severity
 from gputop.core.parsers.nvlink import NvlinkStatus
@@ -59,13 +60,21 @@ def gpu_problems(
             add(Severity.WARN, k, "pcie", f"GPU{k} PCIe x{width}, max x{width_max}", "width")
     nvlink = node.facts.get("nvlink")
     if isinstance(nvlink, NvlinkStatus):
-        for links in nvlink.gpus:
-            active, total = links.active_count, len(links.links)
-            # A GPU with every link down while its peers' are up is the peers' comparison's to report;
-            # with no link up at all on a board without NVLink bridges, there is nothing to report.
-            if 0 < active < total and links.index not in nvlink_said:
-                message = f"GPU{links.index} has {active} of {total} NVLinks active"
-                add(Severity.WARN, links.index, "nvlink", message, "")
+        for index, active, total in _partly_down(nvlink):
+            if index not in nvlink_said:
+                add(Severity.WARN, index, "nvlink", f"GPU{index} has {active} of {total} NVLinks active", "")
+
+
+def _partly_down_links(nvlink: NvlinkStatus) -> tuple[tuple[int, int, int], ...]:
+    """(GPU index, active links, links) of each GPU with some links down and some up. A GPU with every
+    link down while its peers' are up is the peers' comparison's to report; with no link up at all on a
+    board without NVLink bridges, there is nothing to report."""
+    counts = ((links.index, links.active_count, len(links.links)) for links in nvlink.gpus)
+    return tuple((index, active, total) for index, active, total in counts if 0 < active < total)
+
+
+# The same status object comes back at every tick until nvidia-smi nvlink -s prints something else.
+_partly_down = IdentityMemo(_partly_down_links)
 
 
 def _flag_problem(gpu: GpuSample, flag: GpuFlag, add: AddProblem) -> None:

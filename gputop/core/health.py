@@ -11,9 +11,10 @@ from collections.abc import Sequence
 from gputop.core.config import Thresholds
 from gputop.core.gpu_rules import gpu_problems
 from gputop.core.health_tracker import GpuFlag, instant_flags
+from gputop.core.identity_memo import IdentityMemo
 from gputop.core.idle import IdleGpu
 from gputop.core.interconnect_deviations import Deviation
-from gputop.core.models import NodeSample, Reachability, Severity, SlurmNode
+from gputop.core.models import IbPort, NodeSample, Reachability, Severity, SlurmNode
 from gputop.core.problem import Problem
 from gputop.core.xid_codes import APPLICATION_XIDS, HARDWARE_XIDS, xid_meaning
 
@@ -96,9 +97,8 @@ def assess_node(
         where = f"GPU{event.gpu_index} " if event.gpu_index is not None else ""
         add(severity, event.gpu_index, "xid", f"{where}Xid {event.code}: {meaning}", str(event.code))
 
-    for port in node.ib_ports:
-        if not port.is_up:
-            add(Severity.CRIT, None, "ib", f"{port.label} {port.state}", port.label)
+    for port in _ports_down(node.ib_ports):
+        add(Severity.CRIT, None, "ib", f"{port.label} {port.state}", port.label)
 
     if slurm is not None:
         if slurm.drained or slurm.draining:
@@ -119,6 +119,12 @@ def assess_node(
 
     found.sort(key=lambda p: p.sort_key)
     return tuple(found)
+
+
+# The SSH source hands over the same ports tuple at every tick until ibstat prints something else.
+_ports_down: IdentityMemo[tuple[IbPort, ...], tuple[IbPort, ...]] = IdentityMemo(
+    lambda ports: tuple(port for port in ports if not port.is_up)
+)
 
 
 def idle_problems(node: str, idle_gpus: Sequence[IdleGpu]) -> tuple[Problem, ...]:
