@@ -24,16 +24,9 @@ from gputop.sources.base import Source
 from gputop.tui import themes
 from gputop.tui.commands import GputopCommands
 from gputop.tui.palette import Palette, PaletteCache
-from gputop.tui.screens.alerts import AlertsScreen
 from gputop.tui.screens.dashboard import DashboardScreen
-from gputop.tui.screens.help import HelpScreen
-from gputop.tui.screens.node import NodeScreen
-from gputop.tui.screens.node_action import NodeActionScreen
-from gputop.tui.screens.queue import QueueScreen
 from gputop.tui.strips import patch_strip_divide
-from gputop.tui.widgets.alert_table import AlertTable
 from gputop.tui.widgets.cluster_map import ClusterMap
-from gputop.tui.widgets.job_table import JobTable
 from gputop.tui.widgets.node_table import NodeTable
 from gputop.tui.widgets.status_header import StatusHeader
 
@@ -151,6 +144,14 @@ class GputopApp(App[None]):
             self.notify(warning, severity="warning", timeout=10)
         # One long-lived worker; exit_on_error=False so a poller bug shows up as an error, not a dead app.
         self.run_worker(self.poller.run(), name="poller", exit_on_error=False, group="poller")
+        self.call_after_refresh(self._preload_screens)
+
+    @staticmethod
+    def _preload_screens() -> None:
+        # The screens a key opens are imported where they are opened, so the first frame does not wait
+        # for them (about 55 ms of imports, a sixth of the start-up); loaded here, once the first frame
+        # is painted, the first key that opens one does not wait either.
+        from gputop.tui.screens import alerts, help, node, node_action, queue  # noqa: F401
 
     def _on_poller_view(self, view: ClusterView, delta: SnapshotDelta) -> None:
         self.post_message(ViewUpdated(view, delta))
@@ -208,6 +209,13 @@ class GputopApp(App[None]):
         self.poller.refresh_now()
 
     def action_help(self) -> None:
+        from gputop.tui.screens.alerts import AlertsScreen
+        from gputop.tui.screens.help import HelpScreen
+        from gputop.tui.screens.node import NodeScreen
+        from gputop.tui.screens.queue import QueueScreen
+        from gputop.tui.widgets.alert_table import AlertTable
+        from gputop.tui.widgets.job_table import JobTable
+
         sections: list[tuple[str, list[BindingType]]] = [
             ("Everywhere", list(self.BINDINGS)),
             ("Dashboard", list(DashboardScreen.BINDINGS)),
@@ -260,6 +268,8 @@ class GputopApp(App[None]):
             dashboard.action_clear_filter()
 
     def open_alerts(self) -> None:
+        from gputop.tui.screens.alerts import AlertsScreen
+
         if isinstance(self.screen, AlertsScreen):
             return
         dashboard = self._dashboard()
@@ -268,6 +278,8 @@ class GputopApp(App[None]):
         self.push_screen(AlertsScreen())
 
     def open_queue(self) -> None:
+        from gputop.tui.screens.queue import QueueScreen
+
         if isinstance(self.screen, QueueScreen):
             return
         dashboard = self._dashboard()
@@ -276,6 +288,8 @@ class GputopApp(App[None]):
         self.push_screen(QueueScreen())
 
     def open_node(self, name: str) -> None:
+        from gputop.tui.screens.node import NodeScreen
+
         if isinstance(self.screen, NodeScreen):
             self.pop_screen()
         self.push_screen(NodeScreen(name))
@@ -296,6 +310,8 @@ class GputopApp(App[None]):
         if not nodes or view is None:
             self.notify(f"nothing to {action}: select a node, or mark some with space", severity="warning")
             return
+        from gputop.tui.screens.node_action import NodeActionScreen
+
         if reason is None:
             reason = ""
             if action == "drain" and len(nodes) == 1 and nodes[0] in view.rows:
