@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
+from rich.style import Style
+from textual.filter import ANSIToTruecolor
 from textual.widgets import DataTable
 
 from gputop.clock import FrozenClock
@@ -14,7 +17,7 @@ from gputop.tui.app import GputopApp
 from gputop.tui.screens.dashboard import DashboardScreen
 from gputop.tui.screens.help import HelpScreen
 from gputop.tui.screens.node import GPU_COLUMNS, NodeScreen
-from gputop.tui.widgets.cluster_map import ClusterMap
+from gputop.tui.widgets.cluster_map import CellStyles, ClusterMap
 from gputop.tui.widgets.node_table import NodeTable
 from gputop.tui.widgets.status_header import StatusHeader
 from tests.tui_helpers import demo_app, wait_for_data
@@ -130,6 +133,24 @@ async def test_filter_by_expression_and_text_then_clear() -> None:
         await pilot.press("escape")
         assert len(table.order) == 32
         assert table.node_filter is None
+
+
+async def test_the_map_skips_the_ansi_filter_only_when_it_has_nothing_to_convert() -> None:
+    app = demo_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for_data(pilot)
+        node_map = app.screen.query_one(ClusterMap)
+        assert any(isinstance(f, ANSIToTruecolor) for f in app.get_line_filters())
+        assert not any(isinstance(f, ANSIToTruecolor) for f in node_map.get_line_filters())
+        # dimmed cells need Textual to blend their dim into a colour
+        await pilot.press("slash", *"temp>85", "enter")
+        assert any(isinstance(f, ANSIToTruecolor) for f in node_map.get_line_filters())
+        # a theme colour that is an ANSI colour needs converting
+        palette = node_map._cell_styles().palette
+        assert CellStyles(palette).truecolor
+        assert not CellStyles(
+            dataclasses.replace(palette, down=Style(color="red", bgcolor="black"))
+        ).truecolor
 
 
 async def test_sort_keys_and_header_click() -> None:

@@ -9,13 +9,14 @@ per GPU, one, or half blocks that stack two GPUs in one character (GPUs 0-3 on t
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from rich.segment import Segment
 from rich.style import Style
 from textual import events
 from textual.binding import Binding
+from textual.filter import ANSIToTruecolor, LineFilter
 from textual.geometry import Region
 from textual.reactive import reactive
 from textual.strip import Strip
@@ -81,6 +82,10 @@ class CellStyles:
             for code, (style, glyph) in plain.items()
         }
         self._halves: dict[tuple[int, int, bool], Style] = {}
+        # Textual turns ANSI colours into the theme's truecolour on every segment it paints; cells whose
+        # colours are truecolour already do not need it (the dimmed ones do: it blends their dim).
+        drawn = [style for style, _glyph in plain.values()] + [palette.dim, palette.selection, palette.text]
+        self.truecolor = all(map(_is_truecolor, drawn))
 
     def half(self, top: int, bottom: int, dimmed: bool) -> Style:
         key = (top, bottom, dimmed)
@@ -89,6 +94,10 @@ class CellStyles:
             style = Style(color=self.plain[top][0].bgcolor, bgcolor=self.plain[bottom][0].bgcolor, dim=dimmed)
             self._halves[key] = style
         return style
+
+
+def _is_truecolor(style: Style) -> bool:
+    return all(color is None or color.triplet is not None for color in (style.color, style.bgcolor))
 
 
 class ClusterMap(Widget, can_focus=True):
@@ -302,6 +311,15 @@ class ClusterMap(Widget, can_focus=True):
             if cached is None or cached[0] != self._signature(line, layout):
                 self._lines.pop(line, None)
                 self.refresh(Region(0, line, width, 1))
+
+    def get_line_filters(self) -> Sequence[LineFilter]:
+        # The map is some 200 segments a line: converting each, as Textual's ANSI filter does, was a third
+        # of the CPU of a key that repaints the whole map. Skipped only when no cell is dimmed and every
+        # colour is truecolour already, so the filter has nothing to change; the others (NO_COLOR) stay.
+        filters = super().get_line_filters()
+        if self._filtered or not self._cell_styles().truecolor:
+            return filters
+        return [f for f in filters if not isinstance(f, ANSIToTruecolor)]
 
     def render_line(self, y: int) -> Strip:
         styles = self._cell_styles()
