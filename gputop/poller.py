@@ -36,6 +36,7 @@ from gputop.core.models import (
 from gputop.core.nodeset import natural_key
 from gputop.core.summary import ClusterView, NodeRow, derive_rows, summarize
 from gputop.sources.base import Source
+from gputop.yielding import yield_to_ui
 
 log = logging.getLogger(__name__)
 
@@ -154,6 +155,9 @@ class Poller:
         idle = self.idle_tracker.update(snapshot)
         interconnect = self.interconnect_tracker.update(snapshot.nodes)
         health = self.health_tracker.update(snapshot)
+        # Each stretch between yields is a few milliseconds at most: a key press waits for one, not
+        # for the tick (a key's handling hops through several queues, each of which would wait).
+        await yield_to_ui()
         rows: dict[str, NodeRow] = {}
         cells: dict[str, CellCodes] = {}
         metric = self.cell_metric
@@ -178,8 +182,9 @@ class Poller:
                 else:
                     cells[node.name] = cell_codes(node, row.problems, metric, scale, row.idle_gpu_indices)
             rows.update(chunk_rows)
-            await asyncio.sleep(0)
+            await yield_to_ui()
         jobs = job_rows(snapshot, idle, previous.jobs if previous is not None else None)
+        await yield_to_ui()
         alerts = self.alert_book.update((p for row in rows.values() for p in row.problems), now_s)
         view = ClusterView(
             snapshot=snapshot,

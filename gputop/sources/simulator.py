@@ -17,7 +17,6 @@ the SSH source would hold them.
 
 from __future__ import annotations
 
-import asyncio
 import heapq
 import itertools
 import math
@@ -50,6 +49,7 @@ from gputop.sources.mig_commands import SmiGpu, SmiRun, is_nvidia_smi, run_nvidi
 from gputop.sources.mig_state import GpuMig
 from gputop.sources.mig_tables import MIG_TABLES
 from gputop.sources.mig_text import NO_MIG_DEVICES
+from gputop.yielding import yield_to_ui
 
 STEP_S: Final = 1.0
 # Catching up after a long pause runs at most this many steps; older time is skipped, not simulated.
@@ -386,7 +386,7 @@ class SimulatedCluster:
                     hi = min(self._n, done + chunk)
                     self._evolve_nodes(done, hi)
                     done = hi
-                    await asyncio.sleep(0)
+                    await yield_to_ui()
             finally:
                 # Cancelled half way (a poller deadline), the step still completes: no half-evolved state.
                 self._evolve_nodes(done, self._n)
@@ -408,7 +408,7 @@ class SimulatedCluster:
                 frozen if frozen is not None and i == self._frozen_node else self._node_sample(i, gpus, t, lo)
                 for i in range(lo, hi)
             )
-            await asyncio.sleep(0)
+            await yield_to_ui()
             if self._step_index != step_index:  # a step ran meanwhile: its result supersedes this one
                 return self.result()
         self._result = SourceResult(nodes=tuple(nodes), slurm=self._slurm_state(t))
