@@ -16,7 +16,7 @@ from rich.segment import Segment
 from rich.style import Style
 from textual import events
 from textual.binding import Binding
-from textual.filter import ANSIToTruecolor, LineFilter
+from textual.filter import ANSIToTruecolor, LineFilter, dim_color
 from textual.geometry import Region
 from textual.reactive import reactive
 from textual.strip import Strip
@@ -75,29 +75,40 @@ class CellStyles:
         plain[MIG_NA] = (palette.na, "m")
         plain[NA] = (palette.na, "?")
         plain[EMPTY] = (palette.empty, " ")
-        dim = Style(dim=True)
         self.plain = plain
         self.dimmed = {
-            code: (style + dim, "\u2591" if glyph == " " and code != EMPTY else glyph)
+            code: (_dimmed(style), "\u2591" if glyph == " " and code != EMPTY else glyph)
             for code, (style, glyph) in plain.items()
         }
         self._halves: dict[tuple[int, int, bool], Style] = {}
-        # Textual turns ANSI colours into the theme's truecolour on every segment it paints; cells whose
-        # colours are truecolour already do not need it (the dimmed ones do: it blends their dim).
-        drawn = [style for style, _glyph in plain.values()] + [palette.dim, palette.selection, palette.text]
-        self.truecolor = all(map(_is_truecolor, drawn))
+        # Textual turns ANSI colours into the theme's truecolour, and dim into a blended colour, on every
+        # segment it paints; a map whose cells are truecolour without dim does not need it.
+        drawn = [style for style, _glyph in (*plain.values(), *self.dimmed.values())]
+        self.truecolor = all(map(_is_truecolor, [*drawn, palette.dim, palette.selection, palette.text]))
 
     def half(self, top: int, bottom: int, dimmed: bool) -> Style:
         key = (top, bottom, dimmed)
         style = self._halves.get(key)
         if style is None:
-            style = Style(color=self.plain[top][0].bgcolor, bgcolor=self.plain[bottom][0].bgcolor, dim=dimmed)
-            self._halves[key] = style
+            style = Style(color=self.plain[top][0].bgcolor, bgcolor=self.plain[bottom][0].bgcolor)
+            self._halves[key] = style = _dimmed(style) if dimmed else style
         return style
 
 
 def _is_truecolor(style: Style) -> bool:
-    return all(color is None or color.triplet is not None for color in (style.color, style.bgcolor))
+    colors = (style.color, style.bgcolor)
+    return not style.dim and all(color is None or color.triplet is not None for color in colors)
+
+
+def _dimmed(style: Style) -> Style:
+    """``style`` dimmed as Textual paints dim: the text colour blended towards the background (done here
+    once per style, rather than by Textual's line filter on every segment of every line)."""
+    color, bgcolor = style.color, style.bgcolor
+    if bgcolor is None or bgcolor.triplet is None or (color is not None and color.triplet is None):
+        return style + Style(dim=True)  # ANSI colours: Textual's filter blends them as it converts them
+    if color is None:
+        return style  # no text colour to dim
+    return style + Style(color=dim_color(bgcolor, color))
 
 
 class ClusterMap(Widget, can_focus=True):
@@ -314,10 +325,11 @@ class ClusterMap(Widget, can_focus=True):
 
     def get_line_filters(self) -> Sequence[LineFilter]:
         # The map is some 200 segments a line: converting each, as Textual's ANSI filter does, was a third
-        # of the CPU of a key that repaints the whole map. Skipped only when no cell is dimmed and every
-        # colour is truecolour already, so the filter has nothing to change; the others (NO_COLOR) stay.
+        # of the CPU of a key that repaints the whole map. Skipped only when every colour is truecolour and
+        # the dimmed cells are blended already, so the filter has nothing to change; the others (NO_COLOR)
+        # stay.
         filters = super().get_line_filters()
-        if self._filtered or not self._cell_styles().truecolor:
+        if not self._cell_styles().truecolor:
             return filters
         return [f for f in filters if not isinstance(f, ANSIToTruecolor)]
 
