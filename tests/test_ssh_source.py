@@ -294,3 +294,19 @@ async def test_a_node_that_prints_the_same_slow_fact_again_is_not_parsed_again(f
         assert all(last[n].ib_ports is first[n].ib_ports for n in names)
     finally:
         await source.close()
+
+
+async def test_a_node_whose_nvidia_smi_has_not_printed_yet_says_it_is_connected_and_waiting(
+    fleet: Fleet,
+) -> None:
+    config = fast(load_config(fleet.config_path))
+    victim = answering(fleet)[3]
+    fleet.faults.set(victim, Fault.STALL_COMMAND)  # connects, then nvidia-smi never prints
+    source = SshSource(cluster_of(config), config.poll, time.time)
+    await source.start()
+    try:
+        nodes = await wait_for(source, lambda ns: ns[victim].error != "connecting")
+        assert nodes[victim].error == "connected, waiting for nvidia-smi's first output"
+        assert nodes[victim].reachability is Reachability.DOWN and not nodes[victim].gpus
+    finally:
+        await source.close()

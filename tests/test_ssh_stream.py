@@ -13,7 +13,7 @@ import pytest
 
 from gputop.sources.commands import metrics_stream
 from gputop.sources.fake_fleet import Fault, Faults, Fleet, run_fleet
-from gputop.sources.ssh_stream import run_line_stream
+from gputop.sources.ssh_stream import StreamSilent, run_line_stream
 
 STREAM = metrics_stream(0.2)
 
@@ -21,7 +21,7 @@ STREAM = metrics_stream(0.2)
 @pytest.fixture
 async def fleet(tmp_path: Path) -> AsyncIterator[Fleet]:
     async with run_fleet(
-        nodes=16, port=0, state_dir=tmp_path / "fleet", faults=Faults(die_after_intervals=2)
+        nodes=16, port=0, state_dir=tmp_path / "fleet", faults=Faults(die_after_intervals=2, slow_delay_s=1.0)
     ) as f:
         yield f
 
@@ -69,13 +69,26 @@ async def test_silence_for_the_timeout_raises_and_closes_the_channel(fleet: Flee
     fleet.faults.set(node, Fault.STALL_COMMAND)
     async with connect(fleet, node) as conn:
         started = asyncio.get_running_loop().time()
-        with pytest.raises(TimeoutError):
+        with pytest.raises(StreamSilent) as silent:
             await run_line_stream(conn, STREAM.command_line, lambda _lines, _ended: None, 0.5)
+        assert (silent.value.silent_s, silent.value.printed) == (0.5, False)
         waited_s = asyncio.get_running_loop().time() - started
         fleet.faults.set(node)  # healthy again: the same connection still runs commands
         done = await asyncio.wait_for(conn.run("nvidia-smi -L", check=False), 5)
     assert 0.5 <= waited_s < 2.0
     assert done.exit_status == 0
+
+
+async def test_a_slow_first_output_is_waited_for_longer_than_a_pause_between_lines(fleet: Fleet) -> None:
+    node = calm(fleet)
+    fleet.faults.set(node, Fault.SLOW)  # every command answers 1 s late
+    lines: list[bytes] = []
+    async with connect(fleet, node) as conn:
+        with pytest.raises(StreamSilent) as silent:
+            await run_line_stream(conn, "nvidia-smi -L", lambda got, _ended: lines.extend(got), 0.5)
+        assert silent.value.printed is False and not lines
+        status = await run_line_stream(conn, "nvidia-smi -L", lambda got, _ended: lines.extend(got), 0.5, 3.0)
+    assert status == 0 and len(lines) == 8
 
 
 async def test_a_callback_that_raises_ends_the_stream_with_its_error(fleet: Fleet) -> None:

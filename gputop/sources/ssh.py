@@ -145,12 +145,19 @@ def node_sample(link: NodeLink, expected_gpus: int | None) -> NodeSample:
         sampled_at_s=link.sampled_at_s,
         gpus=gpus,
         expected_gpu_count=expected_gpus if expected_gpus is not None else (seen or None),
-        error=link.error if link.error else (None if link.sampled_at_s else "connecting"),
+        error=link.error or _waiting(link),
         ib_ports=_derived(link, "ibstat", ibstat, _ib_ports),
         xid_events=_derived(link, "xid", (xid, _bus_ids(gpus)), lambda key: _xid_events(key[0], gpus)),
         facts=facts,
         fact_errors=dict(link.fact_errors),
     )
+
+
+def _waiting(link: NodeLink) -> str | None:
+    """What a node that has not sent its first sample is waiting on (None once it has)."""
+    if link.sampled_at_s is not None:
+        return None
+    return "connected, waiting for nvidia-smi's first output" if link.connected else "connecting"
 
 
 def _derived(link: NodeLink, key: str, source: Any, make: Callable[[Any], _V]) -> _V:

@@ -46,6 +46,11 @@ class LinkSettings:
     expected_gpus: int | None
 
 
+# How long nvidia-smi may take to print its first line: initialising every GPU takes it seconds on a
+# node without the persistence daemon, and longer on NVSwitch systems. After that, the stream's own
+# timeout applies between lines.
+FIRST_OUTPUT_TIMEOUT_S = 20.0
+
 # What nvidia-smi prints, failing the whole query, for a field its driver does not know (an older driver
 # asked for remapped_rows.pending, or a site's field list written for another version).
 _REJECTED_FIELD = re.compile(rb'Field "([^"]+)" is not a valid field to query')
@@ -168,16 +173,24 @@ class NodeLink:
             self._conn = None
 
     async def _stream(self, conn: Any) -> None:
-        from gputop.sources.ssh_stream import run_line_stream  # asyncssh loads only when SSH is used
+        # asyncssh loads only when SSH is used
+        from gputop.sources.ssh_stream import StreamSilent, run_line_stream
 
         spec = self.stream_spec
         self._rejected_field = None
+        first_timeout_s = max(spec.timeout_s, FIRST_OUTPUT_TIMEOUT_S)
         try:
-            exit_status = await run_line_stream(conn, spec.command_line, self._feed, spec.timeout_s)
-        except TimeoutError:
+            exit_status = await run_line_stream(
+                conn, spec.command_line, self._feed, spec.timeout_s, first_timeout_s
+            )
+        except StreamSilent as silent:
             if self.assembler.flush():
                 self._publish()
-            raise StreamEnded(f"no metrics from nvidia-smi for {spec.timeout_s:g}s") from None
+            if not silent.printed:
+                raise StreamEnded(
+                    f"nvidia-smi printed nothing in the {silent.silent_s:g}s after it started"
+                ) from None
+            raise StreamEnded(f"no metrics from nvidia-smi for {silent.silent_s:g}s") from None
         if self.assembler.flush():
             self._publish()
         if self._rejected_field is not None:
