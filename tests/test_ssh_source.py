@@ -8,11 +8,13 @@ import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
+import asyncssh
 import pytest
 
 from gputop.config_file import load_config
 from gputop.core.config import ClusterConfig, Config
 from gputop.core.models import NodeSample, Reachability
+from gputop.core.parsers.compute_apps import ComputeAppsResult, parse_compute_apps
 from gputop.sources.fake_fleet import Fault, Fleet, run_fleet
 from gputop.sources.parse_cache import ParseCache
 from gputop.sources.ssh import SshSource
@@ -308,5 +310,31 @@ async def test_a_node_whose_nvidia_smi_has_not_printed_yet_says_it_is_connected_
         nodes = await wait_for(source, lambda ns: ns[victim].error != "connecting")
         assert nodes[victim].error == "connected, waiting for nvidia-smi's first output"
         assert nodes[victim].reachability is Reachability.DOWN and not nodes[victim].gpus
+    finally:
+        await source.close()
+
+
+async def test_each_gpu_sample_carries_the_processes_nvidia_smi_lists_for_its_uuid(fleet: Fleet) -> None:
+    config = fast(load_config(fleet.config_path))
+    source = SshSource(cluster_of(config), config.poll, time.time)
+    await source.start()
+    try:
+        nodes = await wait_for(source, lambda ns: any(g.processes for n in ns.values() for g in n.gpus))
+        name = next(n for n, node in nodes.items() if any(g.processes for g in node.gpus))
+        spec = source.commands["processes"]
+        async with asyncssh.connect(
+            name, config=[str(fleet.ssh_config_path)], known_hosts=str(fleet.known_hosts_path)
+        ) as conn:
+            listed = parse_compute_apps((await conn.run(spec.command_line, check=True)).stdout)
+        assert isinstance(listed, ComputeAppsResult)
+        expected: dict[str, set[int]] = {}
+        for uuid, process in listed.processes:
+            expected.setdefault(uuid, set()).add(process.pid)
+
+        def shown(ns: dict[str, NodeSample]) -> dict[str, set[int]]:
+            return {g.uuid: {p.pid for p in g.processes} for g in ns[name].gpus if g.processes}
+
+        source.refresh()  # the processes fact runs again now: the samples catch up with the listing
+        await wait_for(source, lambda ns: shown(ns) == expected, timeout_s=10)
     finally:
         await source.close()
