@@ -4,35 +4,18 @@ from __future__ import annotations
 
 from gputop.core.parsers.query_gpu import QUERY_GPU_FIELDS
 from gputop.sources.metrics_stream import GARBAGE_LIMIT, MetricsAssembler
+from tests.test_parsers_metrics import stream_line
 
 
 def line(index: int, util: str = "50", mig: str = "Disabled") -> bytes:
-    values = {
-        "index": str(index),
-        "uuid": f"GPU-{index:08x}-0000-0000-0000-000000000000",
-        "name": "NVIDIA H100 80GB HBM3",
-        "pci.bus_id": f"00000000:{0x18 + index:02X}:00.0",
-        "utilization.gpu": util,
-        "utilization.memory": "20",
-        "memory.used": "1000",
-        "memory.total": "81559",
-        "temperature.gpu": "40",
-        "power.draw": "100.50",
-        "power.limit": "700.00",
-        "clocks.sm": "1980",
-        "clocks.max.sm": "1980",
-        "ecc.errors.uncorrected.volatile.total": "0",
-        "mig.mode.current": mig,
-        "clocks_throttle_reasons.active": "0x0000000000000000",
-        "retired_pages.pending": "[N/A]",
-        "remapped_rows.pending": "No",
-        "remapped_rows.failure": "No",
-        "pcie.link.gen.current": "5",
-        "pcie.link.gen.max": "5",
-        "pcie.link.width.current": "16",
-        "pcie.link.width.max": "16",
-    }
-    return (", ".join(values[f] for f in QUERY_GPU_FIELDS) + "\n").encode()
+    cells = stream_line(
+        index=str(index),
+        uuid=f"GPU-{index:08x}-0000-0000-0000-000000000000",
+        pci__bus_id=f"00000000:{0x18 + index:02X}:00.0",
+        utilization__gpu=util,
+        mig__mode__current=mig,
+    )
+    return (cells + "\n").encode()
 
 
 def test_a_set_is_published_when_all_expected_gpus_arrived() -> None:
