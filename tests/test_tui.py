@@ -153,9 +153,9 @@ async def test_the_map_skips_the_ansi_filter_when_it_has_nothing_to_convert() ->
             # (a cell without a text colour keeps none: Textual would leave it dim, with nothing to dim)
             assert (ours.color, ours.bgcolor) == (blended.color, blended.bgcolor) and not ours.dim, code
         # a theme colour that is an ANSI colour needs converting
-        assert CellStyles(styles.palette).truecolor
+        assert CellStyles(styles.palette).truecolor_undimmed
         ansi = dataclasses.replace(styles.palette, down=Style(color="red", bgcolor="black"))
-        assert not CellStyles(ansi).truecolor
+        assert not CellStyles(ansi).truecolor_undimmed
 
 
 async def test_sort_keys_and_header_click() -> None:

@@ -99,7 +99,7 @@ class NodeLink:
         self.facts: dict[str, Any] = {}  # parsed slow facts by command name
         self.fact_errors: dict[str, str] = {}
         self.derived: dict[str, tuple[Any, Any]] = {}  # values made from facts, with what they came from
-        self._fact_outputs: dict[str, tuple[str, str, Any]] = {}  # by fact: its last readable output, parsed
+        self._fact_texts: dict[str, tuple[str, str]] = {}  # by fact: the output self.facts was parsed from
         self.error: str | None = None
         self.connected = False
         self.version = 0  # bumps whenever what the node shows changes
@@ -322,11 +322,10 @@ class NodeLink:
         if result.exit_status == 127 or "command not found" in err_text:
             self._fact_failed(spec, f"{spec.argv[0]} not installed")
             return
-        last = self._fact_outputs.get(spec.name)
-        if last is not None and last[0] == out and last[1] == err_text:
+        if self._fact_texts.get(spec.name) == (out, err_text):
             # What this node printed last time: its own last value. Outputs that differ from node to node
             # (ibstat's GUIDs) would otherwise miss the shared cache and be parsed again at every run.
-            value = last[2]
+            value = self.facts[spec.name]
         else:
             driver = detect_driver_error(out + "\n" + err_text)
             if driver is not None:
@@ -340,7 +339,7 @@ class NodeLink:
             if isinstance(value, ParseFailure):
                 self._fact_failed(spec, f"{spec.name}: {value.reason}")
                 return
-            self._fact_outputs[spec.name] = (out, err_text, value)
+            self._fact_texts[spec.name] = (out, err_text)
         if self.facts.get(spec.name) is value and spec.name not in self.fact_errors:
             return  # the same output as last time: nothing on screen changes
         self.facts[spec.name] = value

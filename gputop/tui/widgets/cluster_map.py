@@ -84,7 +84,9 @@ class CellStyles:
         # Textual turns ANSI colours into the theme's truecolour, and dim into a blended colour, on every
         # segment it paints; a map whose cells are truecolour without dim does not need it.
         drawn = [style for style, _glyph in (*plain.values(), *self.dimmed.values())]
-        self.truecolor = all(map(_is_truecolor, [*drawn, palette.dim, palette.selection, palette.text]))
+        self.truecolor_undimmed = all(
+            map(_truecolor_undimmed, [*drawn, palette.dim, palette.selection, palette.text])
+        )
 
     def half(self, top: int, bottom: int, dimmed: bool) -> Style:
         key = (top, bottom, dimmed)
@@ -95,7 +97,7 @@ class CellStyles:
         return style
 
 
-def _is_truecolor(style: Style) -> bool:
+def _truecolor_undimmed(style: Style) -> bool:
     colors = (style.color, style.bgcolor)
     return not style.dim and all(color is None or color.triplet is not None for color in colors)
 
@@ -329,7 +331,7 @@ class ClusterMap(Widget, can_focus=True):
         # the dimmed cells are blended already, so the filter has nothing to change; the others (NO_COLOR)
         # stay.
         filters = super().get_line_filters()
-        if not self._cell_styles().truecolor:
+        if not self._cell_styles().truecolor_undimmed:
             return filters
         return [f for f in filters if not isinstance(f, ANSIToTruecolor)]
 
