@@ -17,7 +17,8 @@ from gputop.core.models import NodeSample, Reachability
 from gputop.core.parsers.compute_apps import ComputeAppsResult, parse_compute_apps
 from gputop.sources.fake_fleet import Fault, Fleet, run_fleet
 from gputop.sources.parse_cache import ParseCache
-from gputop.sources.ssh import SshSource
+from gputop.sources.ssh import SshSource, link_settings
+from gputop.sources.ssh_node import NodeLink
 
 NODES = 8  # one node per simulator incident
 
@@ -336,3 +337,16 @@ async def test_each_gpu_sample_carries_the_processes_nvidia_smi_lists_for_its_uu
         await wait_for(source, lambda ns: shown(ns) == expected, timeout_s=10)
     finally:
         await source.close()
+
+
+async def test_a_refresh_that_lands_while_the_node_is_busy_is_taken_by_its_next_sleep(fleet: Fleet) -> None:
+    """A refresh used to last one loop turn: a node whose slow facts were running at that moment never
+    saw it. It now waits for the next sleep, which it cuts short, and only that one."""
+    config = fast(load_config(fleet.config_path))
+    source = SshSource(cluster_of(config), config.poll, time.time)
+    settings = link_settings(cluster_of(config), config.poll)
+    link = NodeLink(fleet.node_names[0], settings, source.commands, time.time, asyncio.Semaphore(1))
+    link.refresh()
+    await asyncio.sleep(0.05)  # busy elsewhere: a fact running, a connect
+    assert await asyncio.wait_for(link._sleep_or_wake(30.0), 1.0) is True
+    assert await link._sleep_or_wake(0.05) is False

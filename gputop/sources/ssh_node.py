@@ -10,7 +10,6 @@ refused key) is shown and left alone until someone asks for a refresh.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import random
 import re
@@ -109,8 +108,7 @@ class NodeLink:
     # -- control --------------------------------------------------------------------------------------
     def refresh(self) -> None:
         """Retry a failed node now, and rerun the slow commands, instead of waiting for their timers."""
-        self._wake.set()
-        asyncio.get_running_loop().call_soon(self._wake.clear)
+        self._wake.set()  # taken by the next sleep, so one that lands while nothing sleeps is not lost
 
     async def run(self) -> None:
         backoff_s = self.settings.backoff_initial_s
@@ -128,11 +126,10 @@ class NodeLink:
             self.connected = False
             self._set_error(failure.reason)
             if not failure.retry:
-                await self._wake.wait()  # only a refresh retries: no hammering a host that refuses us
+                await self._sleep_or_wake(None)  # only a refresh retries: no hammering a host that refuses us
                 continue
             jittered_s = backoff_s * random.uniform(0.8, 1.2)  # noqa: S311 - spreading retries, not secrets
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), jittered_s)
+            await self._sleep_or_wake(jittered_s)
             backoff_s = min(self.settings.backoff_max_s, backoff_s * 2)
 
     # -- connection -----------------------------------------------------------------------------------
@@ -296,12 +293,15 @@ class NodeLink:
     def _memory_by_gpu(self) -> dict[int, float]:
         return {g.index: g.mem_used_mib or 0.0 for g in self.gpus}
 
-    async def _sleep_or_wake(self, seconds: float) -> bool:
-        """Sleeps; True when a refresh cut the sleep short (then nothing is skipped)."""
-        try:
-            await asyncio.wait_for(self._wake.wait(), seconds)
-        except TimeoutError:
-            return False
+    async def _sleep_or_wake(self, seconds: float | None) -> bool:
+        """Sleeps (None: until a refresh); True when a refresh cut the sleep short, or was pending when
+        it began. The refresh is taken: the next sleep runs its full time."""
+        if not self._wake.is_set():
+            try:
+                await asyncio.wait_for(self._wake.wait(), seconds)
+            except TimeoutError:
+                return False
+        self._wake.clear()
         return True
 
     async def _run_fact(self, conn: Any, spec: CommandSpec) -> None:
