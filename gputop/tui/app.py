@@ -161,7 +161,9 @@ class GputopApp(App[None]):
         screen = self.screen
         apply = getattr(screen, "apply_view", None)
         # A screen just pushed has no widgets until it is mounted; it shows the latest view when it is.
-        if apply is not None and screen.is_mounted:
+        # Nor is a view for a screen no longer in the DOM, or for any once the app is exiting and taking
+        # its screens apart (a tick landing then found a MIG dialog without its widgets).
+        if apply is not None and screen.is_mounted and screen.is_attached:
             with self.batch_update():
                 apply(message.view, message.delta)
         self._announce_source_problems(message.view)
