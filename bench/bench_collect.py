@@ -592,12 +592,15 @@ class ExecLink:
         self.name = name
         self.conn: Any = None
         self.gpus: tuple[GpuSample, ...] = ()
+        self.processes_by_uuid: dict[str, Any] = {}  # the exec way runs no processes fact
+        self.gpus_processes: dict[str, Any] | None = self.processes_by_uuid
         self.sampled_at_s: float | None = None
         self.facts: dict[str, Any] = {}
         self.fact_errors: dict[str, str] = {}
         self.derived: dict[str, tuple[Any, Any]] = {}
         self.error: str | None = None
         self.version = 0
+        self.connected = False  # what node_sample says of a node before its first sample
 
 
 class ExecStats:
@@ -881,6 +884,7 @@ async def exec_phase(config: Config, fleet: FleetProcess, info: FleetInfo, secon
         try:
             async with handshakes:
                 link.conn = await connect_entry(entry, settings.connect_timeout_s)
+            link.connected = True
         except Exception as err:  # counted, and the node shows the error
             link.error = f"connect: {type(err).__name__}: {err}"
 

@@ -88,3 +88,28 @@ def test_an_expected_count_decides_a_burst() -> None:
     assert not assembler.burst_complete()
     assembler.feed(line(0))
     assert not assembler.burst_complete()
+
+
+def test_each_sample_is_read_with_the_processes_of_its_uuid() -> None:
+    from gputop.core.models import GpuProcess
+
+    trainer = (GpuProcess(4242, "python", 30000.0, "alice"),)
+    uuid = "GPU-00000001-0000-0000-0000-000000000000"
+    processes = {uuid: trainer}
+    assembler = MetricsAssembler(QUERY_GPU_FIELDS, expected_gpus=2, processes=processes)
+    assembler.feed(line(0))
+    assert assembler.feed(line(1, util="[N/A]"))  # the careful reader joins them too
+    assert assembler.complete is not None
+    assert [g.processes for g in assembler.complete] == [(), trainer]
+    assert assembler.complete_processes is processes
+
+
+def test_a_set_whose_processes_changed_while_it_came_in_says_so() -> None:
+    assembler = MetricsAssembler(QUERY_GPU_FIELDS, expected_gpus=2)
+    assembler.feed(line(0))
+    assembler.processes = {}  # a new processes fact landed between two lines of one interval
+    assert assembler.feed(line(1))
+    assert assembler.complete_processes is None
+    assembler.feed(line(0))
+    assert assembler.feed(line(1))
+    assert assembler.complete_processes is assembler.processes

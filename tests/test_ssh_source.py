@@ -350,3 +350,29 @@ async def test_a_refresh_that_lands_while_the_node_is_busy_is_taken_by_its_next_
     await asyncio.sleep(0.05)  # busy elsewhere: a fact running, a connect
     assert await asyncio.wait_for(link._sleep_or_wake(30.0), 1.0) is True
     assert await link._sleep_or_wake(0.05) is False
+
+
+def test_a_node_whose_processes_changed_after_its_gpus_were_read_shows_the_new_ones_at_once() -> None:
+    from gputop.core.config import PollConfig
+    from gputop.core.models import GpuProcess
+    from gputop.sources.commands import default_commands
+    from gputop.sources.ssh import node_sample
+    from tests.test_metrics_stream import line
+
+    cluster = ClusterConfig(name="c", node_names=("n1",))
+    settings = link_settings(cluster, PollConfig())
+    link = NodeLink("n1", settings, default_commands(), time.time, asyncio.Semaphore(1))
+    gpu0, gpu1 = "GPU-00000000-0000-0000-0000-000000000000", "GPU-00000001-0000-0000-0000-000000000000"
+    old = (GpuProcess(1, "old", 100.0),)
+    link.processes_by_uuid = link.assembler.processes = {gpu0: old}
+    link.assembler.feed(line(0))
+    link.assembler.feed(line(1))
+    assert link.assembler.flush()
+    link._publish()
+    read = node_sample(link, 2).gpus
+    assert [g.processes for g in read] == [old, ()]
+    assert read is link.gpus, "read with the node's processes: nothing to rebuild"
+
+    new = (GpuProcess(2, "new", 200.0),)
+    link.processes_by_uuid = {gpu1: new}  # the next processes fact, before the next interval's lines
+    assert [g.processes for g in node_sample(link, 2).gpus] == [(), new]

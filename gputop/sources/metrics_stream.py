@@ -7,13 +7,15 @@ never half-published, so the map never shows GPUs from two different moments as 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from gputop.core.models import GpuSample
+from gputop.core.models import GpuProcess, GpuSample
 from gputop.core.parsers.common import ParseFailure
 from gputop.core.parsers.driver_errors import detect_driver_error
-from gputop.core.parsers.query_gpu import parse_query_gpu_line
+from gputop.core.parsers.query_gpu import StreamLineReader
+
+ProcessesByUuid = Mapping[str, tuple[GpuProcess, ...]]
 
 # After this many unreadable lines in a row the stream counts as broken (not one glitch).
 GARBAGE_LIMIT = 8
@@ -26,15 +28,24 @@ class MetricsAssembler:
     complete: tuple[GpuSample, ...] | None = None  # the last complete set
     error: str | None = None  # a reason when the stream is telling us something is broken
     bad_lines: int = 0
+    # The node's compute processes by GPU UUID, joined into each sample as its line is read.
+    processes: ProcessesByUuid = field(default_factory=dict)
+    # The processes `complete` was read with; None when they changed while its lines came in.
+    complete_processes: ProcessesByUuid | None = None
     _pending: list[GpuSample] = field(default_factory=list)
+    _pending_processes: ProcessesByUuid | None = None
     _garbage_run: int = 0
+    _reader: StreamLineReader = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._reader = StreamLineReader(self.fields)
 
     def feed(self, raw: bytes) -> bool:
         """One line as received (bytes: nodes may print anything). True when a new set is complete."""
         line = raw.decode("utf-8", errors="replace").strip()
         if not line:
             return False
-        parsed = parse_query_gpu_line(line, self.fields)
+        parsed = self._reader.read(line, self.processes)
         if parsed is None:
             return False
         if isinstance(parsed, ParseFailure):
@@ -43,6 +54,8 @@ class MetricsAssembler:
         published = False
         if self._pending and parsed.index <= self._pending[-1].index:
             published = self._publish()
+        if not self._pending:
+            self._pending_processes = self.processes
         self._pending.append(parsed)
         if self.expected_gpus is not None and len(self._pending) >= self.expected_gpus:
             published = self._publish() or published
@@ -62,6 +75,7 @@ class MetricsAssembler:
 
     def _publish(self) -> bool:
         self.complete = tuple(self._pending)
+        self.complete_processes = self.processes if self._pending_processes is self.processes else None
         self._pending = []
         self.error = None
         return True

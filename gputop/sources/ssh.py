@@ -131,11 +131,12 @@ _PROCESSES_AT = GpuSample._fields.index("processes")
 
 def node_sample(link: NodeLink, expected_gpus: int | None) -> NodeSample:
     facts = dict(link.facts)
-    processes = facts.pop("processes", None)
+    facts.pop("processes", None)  # in the GPUs' samples
     ibstat = facts.pop("ibstat", None)
     xid = facts.pop("xid", None)
-    by_uuid = _derived(link, "processes", processes, _processes_by_uuid)
-    gpus = _with_processes(link.gpus, by_uuid)
+    # The stream's lines were read with the processes joined in, unless the processes changed since
+    by_uuid = link.processes_by_uuid
+    gpus = link.gpus if link.gpus_processes is by_uuid else _with_processes(link.gpus, by_uuid)
     seen = max((g.index for g in gpus), default=-1) + 1
     # Never having heard from a node is DOWN; a node that did answer keeps its last values and ages.
     reachability = Reachability.OK if link.sampled_at_s is not None else Reachability.DOWN
@@ -176,23 +177,16 @@ def _bus_ids(gpus: tuple[GpuSample, ...]) -> tuple[str | None, ...]:
     return tuple(g.pci_bus_id for g in gpus)
 
 
-def _processes_by_uuid(fact: object) -> dict[str, tuple[GpuProcess, ...]]:
-    by_uuid: dict[str, list[GpuProcess]] = {}
-    for uuid, process in getattr(fact, "processes", ()):
-        by_uuid.setdefault(uuid, []).append(process)
-    return {uuid: tuple(found) for uuid, found in by_uuid.items()}
-
-
 def _with_processes(
     gpus: tuple[GpuSample, ...], by_uuid: Mapping[str, tuple[GpuProcess, ...]]
 ) -> tuple[GpuSample, ...]:
-    if not by_uuid:
-        return gpus
-    # Slicing the tuple rather than _replace: this runs for every GPU of every node at every tick, and
-    # _replace (through a dict of the fields) costs three times as much.
+    """The samples with the processes of ``by_uuid``, where they were read with others."""
+    # Slicing the tuple rather than _replace, which goes through a dict of the fields.
     at, new = _PROCESSES_AT, tuple.__new__
     return tuple(
-        g if (found := by_uuid.get(g.uuid)) is None else new(GpuSample, (*g[:at], found, *g[at + 1 :]))
+        g
+        if (found := by_uuid.get(g.uuid, ())) == g.processes
+        else new(GpuSample, (*g[:at], found, *g[at + 1 :]))
         for g in gpus
     )
 

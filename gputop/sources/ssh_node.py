@@ -17,12 +17,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gputop.core.models import GpuSample
+from gputop.core.models import GpuProcess, GpuSample
 from gputop.core.parsers.common import ParseFailure, as_text
 from gputop.core.parsers.driver_errors import detect_driver_error
 from gputop.sources.commands import MEM_MOVE_MIB, QUERY_GPU_FIELDS, CommandSpec
 from gputop.sources.known_hosts import SharedKnownHosts
-from gputop.sources.metrics_stream import MetricsAssembler
+from gputop.sources.metrics_stream import MetricsAssembler, ProcessesByUuid
 from gputop.sources.parse_cache import ParseCache
 from gputop.sources.ssh_config_index import SshConfigIndex
 from gputop.sources.ssh_connect import connect
@@ -94,6 +94,9 @@ class NodeLink:
         self.assembler = MetricsAssembler(fields, settings.expected_gpus)
         self._rejected_field: str | None = None
         self.gpus: tuple[GpuSample, ...] = ()
+        # The processes fact by GPU UUID, and the mapping `gpus` was read with (None: a mix of two).
+        self.processes_by_uuid: ProcessesByUuid = {}
+        self.gpus_processes: ProcessesByUuid | None = self.processes_by_uuid
         self.sampled_at_s: float | None = None
         self.facts: dict[str, Any] = {}  # parsed slow facts by command name
         self.fact_errors: dict[str, str] = {}
@@ -222,7 +225,7 @@ class NodeLink:
         query = f"--query-gpu={','.join(kept)}"
         argv = tuple(query if arg.startswith("--query-gpu=") else arg for arg in self.stream_spec.argv)
         self.stream_spec = dataclasses.replace(self.stream_spec, argv=argv)
-        self.assembler = MetricsAssembler(kept, self.settings.expected_gpus)
+        self.assembler = MetricsAssembler(kept, self.settings.expected_gpus, processes=self.processes_by_uuid)
         return True
 
     def _ended_reason(self, exit_status: int | None) -> str:
@@ -236,6 +239,7 @@ class NodeLink:
 
     def _publish(self) -> None:
         self.gpus = self.assembler.complete or ()
+        self.gpus_processes = self.assembler.complete_processes
         self.sampled_at_s = self.now()
         self.error = None
         self.version += 1
@@ -343,6 +347,8 @@ class NodeLink:
         if self.facts.get(spec.name) is value and spec.name not in self.fact_errors:
             return  # the same output as last time: nothing on screen changes
         self.facts[spec.name] = value
+        if spec.name == "processes":
+            self.processes_by_uuid = self.assembler.processes = processes_by_uuid(value)
         self.fact_errors.pop(spec.name, None)
         self.version += 1
 
@@ -350,6 +356,14 @@ class NodeLink:
         if self.fact_errors.get(spec.name) != reason:
             self.fact_errors[spec.name] = reason
             self.version += 1
+
+
+def processes_by_uuid(fact: object) -> dict[str, tuple[GpuProcess, ...]]:
+    """The compute-apps fact's processes by the UUID of their GPU."""
+    by_uuid: dict[str, list[GpuProcess]] = {}
+    for uuid, process in getattr(fact, "processes", ()):
+        by_uuid.setdefault(uuid, []).append(process)
+    return {uuid: tuple(found) for uuid, found in by_uuid.items()}
 
 
 def _memory_moved(then: Mapping[int, float], now: Mapping[int, float]) -> bool:

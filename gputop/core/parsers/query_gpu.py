@@ -16,14 +16,14 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from gputop.core.models import GpuSample
+from gputop.core.models import GpuProcess, GpuSample
 from gputop.core.parsers.common import NOT_AVAILABLE, ParseFailure, ParserInfo
 from gputop.core.parsers.driver_errors import detect_driver_error
-from gputop.core.parsers.row_reader import compile_reader
+from gputop.core.parsers.row_reader import Reader, compile_reader
 
 KIND: Final = "query-gpu"
 
@@ -224,6 +224,9 @@ def _to_reasons(cell: str) -> tuple[str, ...]:
 # The builtins that read a plain number as the guarded converters do, and raise ValueError on the rest.
 _BUILTIN_FOR: Final[dict[Callable[[str], Any], Callable[[str], Any]]] = {_to_float: float, _to_int: int}
 
+# Converters of cells that repeat from line to line (text, flags, masks): read through a memo.
+_MEMOIZED: Final = frozenset({_to_text, _to_optional_text, _to_mig, _to_flag, _to_reasons})
+
 _CONVERTER_BY_SLOT: Final[dict[str, Callable[[str], Any]]] = {
     "index": _to_index,
     "uuid": _to_text,
@@ -254,17 +257,23 @@ _CONVERTER_BY_SLOT: Final[dict[str, Callable[[str], Any]]] = {
 # -- plans -------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+_Step = tuple[int, int, Callable[[str], Any]]  # (column, GpuSample position, converter)
+
+
+@dataclass(slots=True)
 class _Plan:
     fields: tuple[str, ...]
     width: int
-    steps: tuple[tuple[int, int, Callable[[str], Any]], ...]  # (column, GpuSample position, converter)
+    steps: tuple[_Step, ...]
     extra: tuple[tuple[int, str], ...]  # (column, field) of fields without a GpuSample slot
     template: tuple[Any, ...]  # GpuSample values before any cell is read
     has_index: bool
-    # The steps compiled into one function, with the builtin float and int for numbers except in the
-    # guarded columns, where a line has shown a cell only the careful converters read ("[N/A]").
-    fast: Callable[[Sequence[str]], GpuSample]
+    has_uuid: bool
+    # The steps compiled into one function of (cells, processes by GPU UUID), with the builtin float and
+    # int for numbers except in the guarded columns, where a line has shown a cell only the careful
+    # converters read ("[N/A]"). Replaced in place when a column needs guarding, so that a reader holding
+    # the plan sees it.
+    fast: Reader
     guarded: frozenset[int] = frozenset()
 
 
@@ -273,9 +282,9 @@ def field_name(header_cell: str) -> str:
     return header_cell.split("[", 1)[0].strip()
 
 
-def _plan_for(fields: tuple[str, ...], guarded: frozenset[int] = frozenset()) -> _Plan:
+def _plan_for(fields: tuple[str, ...]) -> _Plan:
     positions = {slot: i for i, slot in enumerate(GpuSample._fields)}
-    steps: list[tuple[int, int, Callable[[str], Any]]] = []
+    steps: list[_Step] = []
     extra: list[tuple[int, str]] = []
     taken: set[str] = set()
     for column, name in enumerate(fields):
@@ -291,13 +300,28 @@ def _plan_for(fields: tuple[str, ...], guarded: frozenset[int] = frozenset()) ->
     template[positions["name"]] = ""
     template[positions["throttle_reasons"]] = ()
     template[positions["processes"]] = ()
+    return _Plan(
+        fields,
+        len(fields),
+        tuple(steps),
+        tuple(extra),
+        tuple(template),
+        "index" in taken,
+        "uuid" in taken,
+        _compile(steps, tuple(template), frozenset()),
+    )
+
+
+_UUID_AT: Final = GpuSample._fields.index("uuid")
+_PROCESSES_AT: Final = GpuSample._fields.index("processes")
+
+
+def _compile(steps: Sequence[_Step], template: tuple[Any, ...], guarded: frozenset[int]) -> Reader:
     quick = [
         (c, p, convert if c in guarded else _BUILTIN_FOR.get(convert, convert)) for c, p, convert in steps
     ]
-    fast = compile_reader(GpuSample, tuple(template), quick)
-    return _Plan(
-        fields, len(fields), tuple(steps), tuple(extra), tuple(template), "index" in taken, fast, guarded
-    )
+    memoized = frozenset(c for c, _, convert in steps if convert in _MEMOIZED)
+    return compile_reader(GpuSample, template, quick, memoized=memoized, lookup=(_UUID_AT, _PROCESSES_AT))
 
 
 _PLANS: dict[tuple[str, ...], _Plan] = {}
@@ -340,6 +364,27 @@ def _read(plan: _Plan, cells: Sequence[str]) -> GpuSample:
 
 # -- the stream ---------------------------------------------------------------------------------------
 
+# What a line without processes to join reads with.
+_NO_PROCESSES: Final[Mapping[str, tuple[GpuProcess, ...]]] = {}
+
+
+class StreamLineReader:
+    """Reads the lines of one metrics stream (columns in ``fields`` order), each with its GPU's processes
+    joined in from a mapping by GPU UUID as it is read: rebuilding every sample afterwards to add them
+    cost more than reading the line."""
+
+    __slots__ = ("_plan", "fields")
+
+    def __init__(self, fields: Sequence[str]) -> None:
+        self.fields = tuple(fields)
+        self._plan = _plan(self.fields)
+
+    def read(
+        self, line: str, processes: Mapping[str, tuple[GpuProcess, ...]] = _NO_PROCESSES
+    ) -> GpuSample | ParseFailure | None:
+        """As parse_query_gpu_line, with ``processes`` (by GPU UUID) in each sample."""
+        return _read_line(self._plan, line, processes)
+
 
 def parse_query_gpu_line(line: str, fields: Sequence[str]) -> GpuSample | ParseFailure | None:
     """One line of `--format=csv,noheader,nounits` output, columns in `fields` order.
@@ -348,16 +393,22 @@ def parse_query_gpu_line(line: str, fields: Sequence[str]) -> GpuSample | ParseF
     line with the wrong column count or an unreadable number. Without an ``index`` field every line is
     GPU 0: ask for the index.
     """
+    return _read_line(_plan(fields), line, _NO_PROCESSES)
+
+
+def _read_line(
+    plan: _Plan, line: str, processes: Mapping[str, tuple[GpuProcess, ...]]
+) -> GpuSample | ParseFailure | None:
     if not line or line.isspace():
         return None
-    plan = _plan(fields)
     cells = line.split(",")
     if len(cells) != plan.width:
         if header_fields([c.strip() for c in cells]) is not None:
             return None
         return ParseFailure(KIND, f"{len(cells)} columns, expected {plan.width}", line[:200])
     try:
-        return plan.fast(cells)
+        read: GpuSample = plan.fast(cells, processes)
+        return read
     except ValueError:
         pass  # a cell only the guarded converters read, a header, or a broken line: read it with care
     values = list(plan.template)
@@ -371,6 +422,8 @@ def parse_query_gpu_line(line: str, fields: Sequence[str]) -> GpuSample | ParseF
         cell = cells[column].strip()
         return ParseFailure(KIND, f"{plan.fields[column]}: unreadable value {cell!r}", line[:200])
     _guard_columns(plan, cells)
+    if plan.has_uuid:
+        values[_PROCESSES_AT] = processes.get(values[_UUID_AT], ())
     sample: GpuSample = _new_tuple(GpuSample, values)
     return sample
 
@@ -387,8 +440,9 @@ def _guard_columns(plan: _Plan, cells: Sequence[str]) -> None:
             builtin(cells[column])
         except ValueError:
             guarded.add(column)
-    if len(guarded) > len(plan.guarded) and _PLANS.get(plan.fields) is plan:
-        _PLANS[plan.fields] = _plan_for(plan.fields, frozenset(guarded))
+    if len(guarded) > len(plan.guarded):
+        plan.guarded = frozenset(guarded)
+        plan.fast = _compile(plan.steps, plan.template, plan.guarded)
 
 
 # -- a whole output -----------------------------------------------------------------------------------
