@@ -561,26 +561,34 @@ async def cancel_leftovers(exclude: set[asyncio.Task[Any]] | None = None) -> dic
 
 # -- counting the slow facts gputop runs ------------------------------------------------------------------
 class FactCounter:
-    """Counts the slow-fact commands the links run (a wrapper on each live link's `_run_fact`)."""
+    """Counts the slow-fact commands the links run, and the execs they run in (a wrapper on each live
+    link's `_run_round`: the facts due together run in one exec, or one exec each)."""
 
     def __init__(self) -> None:
         self.active = False
         self.runs: dict[str, int] = {}
+        self.execs = 0
 
     def install(self, links: Iterable[NodeLink]) -> None:
         counter = self
         for link in links:
-            original = getattr(link, "_run_fact", None)
+            original = getattr(link, "_run_round", None)
             if not callable(original):
-                print("  warning: NodeLink._run_fact is gone; slow-fact counts will be zero", file=sys.stderr)
+                print(
+                    "  warning: NodeLink._run_round is gone; slow-fact counts will be zero", file=sys.stderr
+                )
                 return
 
-            async def run_fact(conn: Any, spec: CommandSpec, _original: Any = original) -> None:
+            async def run_round(
+                conn: Any, specs: list[CommandSpec], _original: Any = original, _link: NodeLink = link
+            ) -> None:
                 if counter.active:
-                    counter.runs[spec.name] = counter.runs.get(spec.name, 0) + 1
-                await _original(conn, spec)
+                    for spec in specs:
+                        counter.runs[spec.name] = counter.runs.get(spec.name, 0) + 1
+                    counter.execs += 1 if _link._batches else len(specs)
+                await _original(conn, specs)
 
-            link._run_fact = run_fact  # type: ignore[method-assign]
+            link._run_round = run_round  # type: ignore[method-assign]
 
 
 # -- the exec-per-tick baseline -----------------------------------------------------------------------------
@@ -733,6 +741,7 @@ class StreamResult:
     connect_wall_s: float = math.nan
     window: Window = dataclasses.field(default_factory=Window)
     facts: dict[str, int] = dataclasses.field(default_factory=dict)
+    fact_execs: int = 0
     rss_mb: float = math.nan
     hwm_mb: float = math.nan
     not_ok: int = 0  # answering nodes not OK at the end of the window
@@ -838,6 +847,7 @@ async def stream_phase(
     result.window = await measure_window(seconds, fleet, recorder, probe)
     facts.active = False
     result.facts = dict(facts.runs)
+    result.fact_execs = facts.execs
     result.rss_mb = proc_status_kib("VmRSS") / 1024
     result.hwm_mb = proc_status_kib("VmHWM") / 1024
     view = poller.view
@@ -1076,6 +1086,11 @@ def report(
             fact_runs / w.wall_s if w.wall_s else 0,
             "/s",
             note=", ".join(f"{k} {v}" for k, v in sorted(s.facts.items())) or "none",
+        ),
+        Row(
+            "   execs they ran in (facts due together share one)",
+            s.fact_execs / w.wall_s if w.wall_s else 0,
+            "/s",
         ),
         Row("   event-loop lag (100 ms timer), p99", ms(w.lags, 99), "ms"),
         Row("   event-loop lag, max", ms(w.lags, 100), "ms"),

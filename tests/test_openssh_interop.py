@@ -235,3 +235,26 @@ def free_port() -> int:
         s.bind(("127.0.0.1", 0))
         port: int = s.getsockname()[1]
     return port
+
+
+async def test_a_batch_of_facts_runs_in_the_nodes_real_shell_and_times_out_the_command_that_hangs(
+    real_sshd: RealSshd,  # noqa: F811
+) -> None:
+    from gputop.sources.ssh_batch import run_batch
+
+    node = real_sshd.nodes[0]
+    async with asyncssh.connect(
+        node, config=[str(real_sshd.ssh_config)], known_hosts=str(real_sshd.known_hosts)
+    ) as conn:
+        done = await run_batch(conn, [("ibstat",), ("printf", "%s", "a b")], [20.0, 5.0])
+        assert done.timed_out is None
+        assert [s.status for s in done.steps] == [0, 0]
+        assert b"CA 'mlx5_0'" in done.steps[0].stdout and done.steps[1].stdout == b"a b"
+
+        hung = await run_batch(
+            conn, [("printf", "first"), ("sleep", "30"), ("printf", "never")], [5.0, 1.0, 5.0]
+        )
+        assert hung.timed_out == 1
+        assert (hung.steps[0].stdout, hung.steps[0].status) == (b"first", 0)
+        assert hung.steps[1].started and hung.steps[1].status is None
+        assert not hung.steps[2].started

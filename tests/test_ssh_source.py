@@ -62,13 +62,15 @@ def count_fact_runs(source: SshSource) -> dict[str, int]:
     """Slow-fact runs by node from now on (a started source's links), filled in as they start."""
     runs: dict[str, int] = {}
     for link in source.links.values():
-        original = link._run_fact
+        original = link._run_round
 
-        async def counted(conn: object, s: object, _o: object = original, _n: str = link.name) -> None:
-            runs[_n] = runs.get(_n, 0) + 1
-            await _o(conn, s)  # type: ignore[operator]
+        async def counted(
+            conn: object, specs: list[object], _o: object = original, _n: str = link.name
+        ) -> None:
+            runs[_n] = runs.get(_n, 0) + len(specs)
+            await _o(conn, specs)  # type: ignore[operator]
 
-        link._run_fact = counted  # type: ignore[method-assign]
+        link._run_round = counted  # type: ignore[method-assign]
     return runs
 
 
@@ -376,3 +378,62 @@ def test_a_node_whose_processes_changed_after_its_gpus_were_read_shows_the_new_o
     new = (GpuProcess(2, "new", 200.0),)
     link.processes_by_uuid = {gpu1: new}  # the next processes fact, before the next interval's lines
     assert [g.processes for g in node_sample(link, 2).gpus] == [(), new]
+
+
+def count_rounds(source: SshSource) -> list[tuple[str, int]]:
+    """(node, facts in it) for each round of slow facts from now on: a round of several is one exec."""
+    rounds: list[tuple[str, int]] = []
+    for link in source.links.values():
+        original = link._run_round
+
+        async def counted(
+            conn: object, specs: list[object], _o: object = original, _n: str = link.name
+        ) -> None:
+            rounds.append((_n, len(specs)))
+            await _o(conn, specs)  # type: ignore[operator]
+
+        link._run_round = counted  # type: ignore[method-assign]
+    return rounds
+
+
+async def test_a_nodes_slow_facts_due_together_run_in_one_exec(fleet: Fleet) -> None:
+    config = fast(load_config(fleet.config_path))
+    source = SshSource(cluster_of(config), config.poll, time.time)
+    await source.start()
+    rounds = count_rounds(source)
+    try:
+        up = answering(fleet)
+        await wait_for(source, lambda ns: all(ns[n].gpus for n in up))
+        source.refresh()  # every fact is due at once
+        nodes = await wait_for(
+            source,
+            lambda ns: all(
+                ns[n].ib_ports and "topology" in ns[n].facts and "nvlink" in ns[n].facts for n in up
+            ),
+        )
+        slow = [s for s in source.commands.values() if not s.stream]
+        assert (up[0], len(slow)) in rounds, rounds[:5]
+        assert all(source.links[n]._batches for n in up)
+        assert not any(nodes[n].fact_errors for n in up), {n: nodes[n].fact_errors for n in up}
+    finally:
+        await source.close()
+
+
+async def test_a_node_whose_shell_does_not_run_the_batch_gets_its_facts_one_exec_each(
+    fleet: Fleet, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gputop.sources.fake_fleet import responder
+
+    monkeypatch.setattr(responder, "parse_batch_script", lambda script: None)  # "sh: 1: sh: not found"
+    config = fast(load_config(fleet.config_path))
+    source = SshSource(cluster_of(config), config.poll, time.time)
+    await source.start()
+    try:
+        name = answering(fleet)[0]
+        await wait_for(source, lambda ns: bool(ns[name].gpus))
+        source.refresh()
+        nodes = await wait_for(source, lambda ns: bool(ns[name].ib_ports) and "topology" in ns[name].facts)
+        assert not source.links[name]._batches
+        assert not nodes[name].fact_errors, nodes[name].fact_errors
+    finally:
+        await source.close()

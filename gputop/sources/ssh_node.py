@@ -50,6 +50,13 @@ class LinkSettings:
 # timeout applies between lines.
 FIRST_OUTPUT_TIMEOUT_S = 20.0
 
+# A node's first round of slow facts starts this long after it connects at most (spread at random), so a
+# thousand nodes connecting at once do not run every fact in the same second.
+FIRST_ROUND_SPREAD_S = 5.0
+# A fact due this soon after a round starts runs in that round: cadences that drifted apart a little
+# (a refresh, a slow round) join up again instead of costing an exec each.
+ROUND_SLACK_S = 2.0
+
 # What nvidia-smi prints, failing the whole query, for a field its driver does not know (an older driver
 # asked for remapped_rows.pending, or a site's field list written for another version).
 _REJECTED_FIELD = re.compile(rb'Field "([^"]+)" is not a valid field to query')
@@ -104,6 +111,7 @@ class NodeLink:
         self._fact_texts: dict[str, tuple[str, str]] = {}  # by fact: the output self.facts was parsed from
         self.error: str | None = None
         self.connected = False
+        self._batches = True  # facts due together run in one exec, until the node shows it cannot
         self.version = 0  # bumps whenever what the node shows changes
         self._wake = asyncio.Event()
         self._conn: Any = None
@@ -251,39 +259,33 @@ class NodeLink:
 
     # -- slow facts -----------------------------------------------------------------------------------
     async def _facts(self, conn: Any) -> None:
-        """Runs every slow fact on its own cadence, from one task per node (one task per fact, each
-        with its own sleep, cost a thousand-node fleet ten thousand tasks and their timers)."""
+        """Runs the slow facts in rounds: every fact due (or due within ROUND_SLACK_S) runs in one exec,
+        one after another (gputop.sources.fact_batch). Facts that start together stay together, since
+        their cadences are multiples of each other: a node costs one exec per round, not one per fact."""
         loop = asyncio.get_running_loop()
         specs = [spec for spec in self.commands.values() if not spec.stream]
         if not specs:
             return  # a site switched every slow fact off
-        # Spread the first runs so a thousand nodes do not all run topo -m in the same second.
-        start = loop.time()
-        due_at = {s.name: start + random.uniform(0, min(s.interval_s, 5.0)) for s in specs}  # noqa: S311
+        # Spread the first rounds so a thousand nodes do not all run topo -m in the same second.
+        first_s = loop.time() + random.uniform(0, FIRST_ROUND_SPREAD_S)  # noqa: S311
+        due_at = {s.name: first_s for s in specs}
         memory_then: dict[str, dict[int, float]] = {}  # by fact: GPU memory when it last ran
         ran_at_s: dict[str, float] = {}
-        running: dict[str, asyncio.Task[None]] = {}
-        try:
-            while True:
-                woken = await self._sleep_or_wake(max(0.0, min(due_at.values()) - loop.time()))
-                now = loop.time()
-                for name in [name for name, task in running.items() if task.done()]:
-                    del running[name]
-                for spec in specs:
-                    if (due_at[spec.name] > now and not woken) or spec.name in running:
-                        continue  # not due, or its last run has not finished: never two at once
-                    due_at[spec.name] = now + spec.interval_s
-                    if not woken and self._quiet(spec, memory_then.get(spec.name), ran_at_s.get(spec.name)):
-                        continue
-                    if spec.quiet_every_s is not None:
-                        memory_then[spec.name], ran_at_s[spec.name] = self._memory_by_gpu(), self.now()
-                    running[spec.name] = asyncio.create_task(
-                        self._run_fact(conn, spec), name=f"{self.name}:{spec.name}"
-                    )
-        finally:
-            for task in running.values():
-                task.cancel()
-            await asyncio.gather(*running.values(), return_exceptions=True)
+        while True:
+            woken = await self._sleep_or_wake(max(0.0, min(due_at.values()) - loop.time()))
+            now = loop.time()
+            round_specs = []
+            for spec in specs:
+                if due_at[spec.name] > now + ROUND_SLACK_S and not woken:
+                    continue
+                due_at[spec.name] = now + spec.interval_s
+                if not woken and self._quiet(spec, memory_then.get(spec.name), ran_at_s.get(spec.name)):
+                    continue
+                if spec.quiet_every_s is not None:
+                    memory_then[spec.name], ran_at_s[spec.name] = self._memory_by_gpu(), self.now()
+                round_specs.append(spec)
+            if round_specs:
+                await self._run_round(conn, round_specs)
 
     def _quiet(self, spec: CommandSpec, memory_then: dict[int, float] | None, ran_at_s: float | None) -> bool:
         """Whether a run of ``spec`` can be skipped: it skips while GPU memory stays put, and did run
@@ -308,6 +310,38 @@ class NodeLink:
         self._wake.clear()
         return True
 
+    async def _run_round(self, conn: Any, specs: list[CommandSpec]) -> None:
+        if len(specs) == 1 or not self._batches:
+            await asyncio.gather(*(self._run_fact(conn, spec) for spec in specs))
+            return
+        from gputop.sources.ssh_batch import run_batch  # asyncssh loads only when SSH is used
+
+        try:
+            result = await run_batch(conn, [s.argv for s in specs], [s.timeout_s for s in specs])
+        except asyncio.CancelledError:
+            raise
+        except Exception as err:
+            reason = describe(err, self.name).reason
+            for spec in specs:
+                self._fact_failed(spec, reason)
+            return
+        if result.timed_out is None and not result.steps[0].started:
+            # The node did not run the script (a restricted shell, a forced command): its facts go one
+            # exec each from now on.
+            self._batches = False
+            await self._run_round(conn, specs)
+            return
+        for i, (spec, step) in enumerate(zip(specs, result.steps, strict=True)):
+            if step.status is not None:
+                self._take_fact(spec, step.stdout, step.stderr, step.status)
+            elif i == result.timed_out:
+                self._fact_failed(spec, f"{spec.argv[0]} did not finish within {spec.timeout_s:g}s")
+            elif result.timed_out is not None and i > result.timed_out:
+                hung = specs[result.timed_out]
+                self._fact_failed(spec, f"not run: {hung.argv[0]} before it did not finish")
+            else:
+                self._fact_failed(spec, f"{spec.argv[0]} was cut off (the session ended while it ran)")
+
     async def _run_fact(self, conn: Any, spec: CommandSpec) -> None:
         import asyncssh
 
@@ -321,9 +355,19 @@ class NodeLink:
         except Exception as err:
             self._fact_failed(spec, describe(err, self.name).reason)
             return
-        out = as_text(result.stdout)
-        err_text = as_text(result.stderr)
-        if result.exit_status == 127 or "command not found" in err_text:
+        self._take_fact(spec, result.stdout, result.stderr, result.exit_status)
+
+    def _take_fact(
+        self,
+        spec: CommandSpec,
+        stdout: bytes | str | None,
+        stderr: bytes | str | None,
+        exit_status: int | None,
+    ) -> None:
+        """What one run of a slow fact printed, made the node's value of that fact (or its error)."""
+        out = as_text(stdout)
+        err_text = as_text(stderr)
+        if exit_status == 127 or "command not found" in err_text:
             self._fact_failed(spec, f"{spec.argv[0]} not installed")
             return
         if self._fact_texts.get(spec.name) == (out, err_text):

@@ -24,6 +24,7 @@ import asyncssh
 from gputop.sources.fake_fleet.faults import Fault, Faults
 from gputop.sources.fake_fleet.responder import (
     NVIDIA_SMI,
+    Batch,
     NvidiaSmi,
     OneShot,
     Reply,
@@ -260,6 +261,8 @@ class _NodeSession(asyncssh.SSHServerSession[bytes]):
             self._send(core.responder.answer(node, command))
         elif isinstance(command, NvidiaSmi):
             self._send(core.responder.nvidia_smi(node, command))
+        elif isinstance(command, Batch):
+            self._send(core.responder.batch(node, command))
         else:
             self._start_stream(command)
 
