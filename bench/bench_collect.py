@@ -468,8 +468,9 @@ def read_fleet_ssh_config(path: Path) -> dict[str, HostEntry]:
 
 
 async def connect_entry(entry: HostEntry, timeout_s: float) -> Any:
-    """A connection with the options the fleet's ssh_config gives a node (read once) and gputop's own
-    cipher order, so the baselines differ from gputop only in what they do with the connection."""
+    """A connection with the options the fleet's ssh_config gives a node (read once), gputop's own
+    cipher order and, as gputop's node links, no keepalives: the baselines differ from gputop only in
+    what they do with the connection."""
     return await asyncssh.connect(
         entry.hostname,
         entry.port,
@@ -478,8 +479,6 @@ async def connect_entry(entry: HostEntry, timeout_s: float) -> Any:
         known_hosts=entry.known_hosts,
         config=[],
         connect_timeout=timeout_s,
-        keepalive_interval=15,
-        keepalive_count_max=3,
         encryption_algs=list(PREFERRED_CIPHERS),
     )
 

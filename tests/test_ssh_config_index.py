@@ -163,3 +163,31 @@ def test_connect_options_follow_the_ssh_config_ciphers_and_trust_nothing_without
     assert options["known_hosts"] == ()  # a missing file trusts nothing
     assert "encryption_algs" not in connect_options("gpu001", settings_with(chosen, missing))
     assert connect_options("gpu001", settings_with(None, None))["known_hosts"] is None  # not verified
+
+
+def test_keepalives_are_sent_on_idle_connections_and_left_to_the_stream_on_a_nodes() -> None:
+    idle = connect_options("login01", settings_with(None, None))
+    assert (idle["keepalive_interval"], idle["keepalive_count_max"]) == (15, 3)
+    streaming = connect_options("gpu001", settings_with(None, None), keepalive=False)
+    assert "keepalive_interval" not in streaming and "keepalive_count_max" not in streaming
+
+
+async def test_a_node_link_connects_without_keepalives(monkeypatch: pytest.MonkeyPatch) -> None:
+    import asyncio
+
+    import gputop.sources.ssh_node as ssh_node
+    from gputop.sources.commands import default_commands
+
+    asked: dict[str, object] = {}
+
+    async def connect(host: str, settings: object, **options: object) -> object:
+        asked.update(options)
+        raise OSError("not dialled in this test")
+
+    monkeypatch.setattr(ssh_node, "connect", connect)
+    link = ssh_node.NodeLink(
+        "gpu001", settings_with(None, None), default_commands(), lambda: 0.0, asyncio.Semaphore(1)
+    )
+    with pytest.raises(OSError):
+        await link._connect()
+    assert asked["keepalive"] is False

@@ -93,19 +93,24 @@ class StepOutput:
     started: bool
 
 
+# Any batch's marker line; a batch reads only those with its own nonce. One pattern for all: a pattern
+# per nonce would be compiled again for every batch (re's cache never sees the same one twice).
+MARKER = re.compile(rb"\n(gputop-[0-9a-f]{%d}) (begin|end) (\d+)(?: (-?\d+))?\n" % _NONCE_HEX)
+
+
 def _frames(data: bytes, nonce: str, count: int) -> dict[int, tuple[bytes, int | None, bool]]:
     """Per step index: (its bytes, the status its end marker gave, whether its end marker came)."""
-    marker = re.compile(rb"\n" + re.escape(nonce.encode()) + rb" (begin|end) (\d+)(?: (-?\d+))?\n")
+    ours = nonce.encode()
     frames: dict[int, tuple[bytes, int | None, bool]] = {}
     opened: tuple[int, int] | None = None  # (step, where its output starts)
-    for found in marker.finditer(data):
-        step = int(found[2])
-        if step >= count:
+    for found in MARKER.finditer(data):
+        step = int(found[3])
+        if found[1] != ours or step >= count:
             continue
-        if found[1] == b"begin":
+        if found[2] == b"begin":
             opened = (step, found.end())
         elif opened is not None and opened[0] == step:
-            status = int(found[3]) if found[3] is not None else None
+            status = int(found[4]) if found[4] is not None else None
             frames[step] = (data[opened[1] : found.start()], status, True)
             opened = None
     if opened is not None:  # cut off while it ran: what it printed so far

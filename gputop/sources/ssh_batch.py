@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import asyncssh
 
-from gputop.sources.fact_batch import StepOutput, batch_command_line, new_nonce, split_batch_output
+from gputop.sources.fact_batch import MARKER, StepOutput, batch_command_line, new_nonce, split_batch_output
 
 # A begin marker split across two packets is found when the rest arrives: look back this far.
 _MARKER_LOOKBACK_BYTES = 64
@@ -32,7 +31,7 @@ class BatchResult:
 class _BatchSession(asyncssh.SSHClientSession[bytes]):
     def __init__(self, nonce: str) -> None:
         self._loop = asyncio.get_running_loop()
-        self._begin = re.compile(rb"\n" + re.escape(nonce.encode()) + rb" begin (\d+)\n")
+        self._nonce = nonce.encode()
         self.stdout = bytearray()
         self.stderr = bytearray()
         self.exit_status: int | None = None
@@ -47,9 +46,9 @@ class _BatchSession(asyncssh.SSHClientSession[bytes]):
             self.stderr += data
             return
         self.stdout += data
-        for found in self._begin.finditer(self.stdout, max(0, self._scanned - _MARKER_LOOKBACK_BYTES)):
-            step = int(found[1])
-            if step > self.step:
+        for found in MARKER.finditer(self.stdout, max(0, self._scanned - _MARKER_LOOKBACK_BYTES)):
+            step = int(found[3])
+            if found[1] == self._nonce and found[2] == b"begin" and step > self.step:
                 self.step, self.step_began_s = step, self._loop.time()
         self._scanned = len(self.stdout)
 

@@ -30,6 +30,9 @@ PREFERRED_CIPHERS = (
     "aes128-ctr",
 )
 
+# For connections that sit idle between commands (the Slurm login node). A node's connection carries its
+# metrics stream, a line every interval whose silence drops the connection within seconds: keepalives
+# there would find nothing new, and asyncssh re-arms their timer on every packet received.
 KEEPALIVE_INTERVAL_S = 15
 KEEPALIVE_COUNT_MAX = 3
 # asyncssh's connect_timeout covers TCP and the handshake; this bounds a jump host's hop on top of it.
@@ -41,16 +44,18 @@ def connect_options(
     settings: LinkSettings,
     ssh_config: SshConfigIndex | None = None,
     known_hosts: SharedKnownHosts | None = None,
+    *,
+    keepalive: bool = True,
 ) -> dict[str, Any]:
     """asyncssh.connect's keyword arguments for ``host``.
 
-    ssh_config, known_hosts: the fleet's, read once and shared; else read for this connection."""
+    ssh_config, known_hosts: the fleet's, read once and shared; else read for this connection.
+    keepalive: send keepalives (without, an ssh_config's ServerAliveInterval still applies)."""
     s = settings
-    options: dict[str, Any] = {
-        "connect_timeout": s.connect_timeout_s,
-        "keepalive_interval": KEEPALIVE_INTERVAL_S,
-        "keepalive_count_max": KEEPALIVE_COUNT_MAX,
-    }
+    options: dict[str, Any] = {"connect_timeout": s.connect_timeout_s}
+    if keepalive:
+        options["keepalive_interval"] = KEEPALIVE_INTERVAL_S
+        options["keepalive_count_max"] = KEEPALIVE_COUNT_MAX
     # Without shared copies, read them for this connection alone: the same rules either way (its Ciphers
     # respected, a missing known_hosts trusting nothing). Callers that connect again and again (the node
     # links, the Slurm runner) pass their own, read once and closed when they are done.
@@ -82,12 +87,14 @@ async def connect(
     ssh_config: SshConfigIndex | None = None,
     known_hosts: SharedKnownHosts | None = None,
     handshakes: asyncio.Semaphore | None = None,
+    keepalive: bool = True,
 ) -> Any:
     """An open asyncssh connection to ``host`` (raises what asyncssh raises; see ssh_errors.describe).
-    handshakes: a semaphore that bounds how many handshakes are in flight at once."""
+    handshakes: a semaphore that bounds how many handshakes are in flight at once; keepalive as in
+    connect_options."""
     import asyncssh
 
-    options = connect_options(host, settings, ssh_config, known_hosts)
+    options = connect_options(host, settings, ssh_config, known_hosts, keepalive=keepalive)
     gate: contextlib.AbstractAsyncContextManager[Any] = (
         handshakes if handshakes is not None else contextlib.nullcontext()
     )

@@ -151,6 +151,7 @@ class NodeLink:
             ssh_config=self.ssh_config,
             known_hosts=self.known_hosts,
             handshakes=self.handshakes,
+            keepalive=False,  # the metrics stream is this connection's keepalive
         )
 
     async def _serve(self, conn: Any) -> Failure:
