@@ -607,6 +607,7 @@ class ExecLink:
         self.derived: dict[str, tuple[Any, Any]] = {}
         self.error: str | None = None
         self.version = 0
+        self.facts_version = 0  # the exec way runs no slow facts
         self.connected = False  # what node_sample says of a node before its first sample
 
 

@@ -334,3 +334,17 @@ def test_node_filter_idle_term() -> None:
     assert names("!idle") == {"gpu003"}
     assert names("idle>=2") == {"gpu001"}
     assert names("slurm=idle") == {"gpu003"}
+
+
+def test_each_metrics_reader_reads_what_of_reads() -> None:
+    from gputop.core.metrics import Metric
+    from gputop.core.models import GpuSample
+
+    gpu = GpuSample(
+        0, "GPU-0", "H100", None, 37.0, 5.0, 40000.0, 80000.0, 61.0, 350.0, 700.0, 1980.0, 1980.0, 0, False
+    )
+    assert (
+        [Metric(m).reader(gpu) for m in Metric]
+        == [Metric(m).of(gpu) for m in Metric]
+        == [37.0, 50.0, 61.0, 50.0]
+    )

@@ -113,3 +113,19 @@ def test_a_set_whose_processes_changed_while_it_came_in_says_so() -> None:
     assembler.feed(line(0))
     assert assembler.feed(line(1))
     assert assembler.complete_processes is assembler.processes
+
+
+def test_a_refused_field_is_named_and_not_counted_as_garbage() -> None:
+    assembler = MetricsAssembler(QUERY_GPU_FIELDS, expected_gpus=2)
+    refusal = b'Field "remapped_rows.pending" is not a valid field to query.\n'
+    assert not assembler.feed_lines([refusal] * GARBAGE_LIMIT)
+    assert assembler.rejected_field == "remapped_rows.pending"
+    assert assembler.bad_lines == 0 and assembler.error is None
+
+
+def test_a_chunk_of_lines_publishes_each_set_it_completes() -> None:
+    assembler = MetricsAssembler(QUERY_GPU_FIELDS, expected_gpus=2)
+    assert assembler.feed_lines([line(0), line(1), b"", line(0)])
+    assert assembler.complete is not None and [g.index for g in assembler.complete] == [0, 1]
+    assert assembler.feed_lines([line(1)])
+    assert not assembler.feed_lines([b"   ", line(0)])

@@ -380,6 +380,30 @@ def test_a_node_whose_processes_changed_after_its_gpus_were_read_shows_the_new_o
     assert [g.processes for g in node_sample(link, 2).gpus] == [(), new]
 
 
+def test_samples_share_their_facts_until_a_fact_or_a_fact_error_changes() -> None:
+    from gputop.core.config import PollConfig
+    from gputop.sources.commands import default_commands
+    from gputop.sources.ssh import node_sample
+    from tests.test_metrics_stream import line
+
+    cluster = ClusterConfig(name="c", node_names=("n1",))
+    commands = default_commands()
+    link = NodeLink("n1", link_settings(cluster, PollConfig()), commands, time.time, asyncio.Semaphore(1))
+    link._take_fact(commands["gpu_list"], b"GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-0)\n", b"", 0)
+    first = node_sample(link, 1)
+    link.assembler.feed(line(0))
+    link.assembler.flush()
+    link._publish()  # the metrics moved, the facts did not
+    second = node_sample(link, 1)
+    assert second.gpus != first.gpus
+    assert second.facts is first.facts and second.fact_errors is first.fact_errors
+    assert "gpu_list" in second.facts
+    link._fact_failed(commands["topology"], "nvidia-smi did not finish within 20s")
+    third = node_sample(link, 1)
+    assert third.fact_errors == {"topology": "nvidia-smi did not finish within 20s"}
+    assert third.facts == first.facts and third.facts is not first.facts
+
+
 def count_rounds(source: SshSource) -> list[tuple[str, int]]:
     """(node, facts in it) for each round of slow facts from now on: a round of several is one exec."""
     rounds: list[tuple[str, int]] = []

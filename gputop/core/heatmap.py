@@ -5,6 +5,8 @@ Computed once per node per tick (by the poller, a slice at a time), so the map o
 
 from __future__ import annotations
 
+from operator import attrgetter
+
 from gputop.core.health import Problem
 from gputop.core.metrics import HeatScale, Metric
 from gputop.core.models import NodeSample, Reachability, Severity
@@ -17,6 +19,8 @@ DOWN, MISSING, STALE, MIG_NA, NA, EMPTY = 10, 11, 12, 13, 14, 15
 
 CellCodes = tuple[int, ...]
 
+_INDEX = attrgetter("index")
+
 
 def cell_codes(
     node: NodeSample,
@@ -28,7 +32,7 @@ def cell_codes(
     """One code per GPU slot, index = GPU index; slots up to the expected count that no GPU fills are
     MISSING. ``idle_indices``: GPUs held idle by a job (`NodeRow.idle_gpu_indices`); a critical problem
     outranks the idle mark."""
-    width = max(node.expected_gpu_count or 0, max((g.index for g in node.gpus), default=-1) + 1)
+    width = max(node.expected_gpu_count or 0, max(map(_INDEX, node.gpus), default=-1) + 1)
     expected = node.expected_gpu_count if node.expected_gpu_count is not None else width
     if node.reachability is Reachability.DOWN:
         return (DOWN,) * width
@@ -41,7 +45,7 @@ def cell_codes(
             if gpu.index >= 0:
                 codes[gpu.index] = STALE
         return tuple(codes)
-    value_of = metric.of
+    value_of = metric.reader
     step = scale.step
     for gpu in node.gpus:
         if gpu.index < 0:

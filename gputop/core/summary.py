@@ -109,6 +109,9 @@ def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
+_NO_GPUS: frozenset[int] = frozenset()
+
+
 def node_row(
     node: NodeSample,
     slurm: SlurmNode | None,
@@ -156,7 +159,7 @@ def node_row(
         problems=problems,
         source=node,
         slurm=slurm,
-        idle_gpu_indices=frozenset(gpu.index for gpu in idle_gpus),
+        idle_gpu_indices=frozenset(gpu.index for gpu in idle_gpus) if idle_gpus else _NO_GPUS,
         idle_problems=tuple(p for p in problems if p.kind == "idle") if idle_gpus else (),
         interconnect=interconnect,
         flags=flags,

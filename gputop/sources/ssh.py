@@ -130,14 +130,12 @@ _PROCESSES_AT = GpuSample._fields.index("processes")
 
 
 def node_sample(link: NodeLink, expected_gpus: int | None) -> NodeSample:
-    facts = dict(link.facts)
-    facts.pop("processes", None)  # in the GPUs' samples
-    ibstat = facts.pop("ibstat", None)
-    xid = facts.pop("xid", None)
+    facts, fact_errors, ib_ports, xid = _fact_parts(link)
     # The stream's lines were read with the processes joined in, unless the processes changed since
     by_uuid = link.processes_by_uuid
     gpus = link.gpus if link.gpus_processes is by_uuid else _with_processes(link.gpus, by_uuid)
-    seen = max((g.index for g in gpus), default=-1) + 1
+    if expected_gpus is None:
+        expected_gpus = max((g.index for g in gpus), default=-1) + 1 or None
     # Never having heard from a node is DOWN; a node that did answer keeps its last values and ages.
     reachability = Reachability.OK if link.sampled_at_s is not None else Reachability.DOWN
     return NodeSample(
@@ -145,13 +143,37 @@ def node_sample(link: NodeLink, expected_gpus: int | None) -> NodeSample:
         reachability=reachability,
         sampled_at_s=link.sampled_at_s,
         gpus=gpus,
-        expected_gpu_count=expected_gpus if expected_gpus is not None else (seen or None),
+        expected_gpu_count=expected_gpus,
         error=link.error or _waiting(link),
-        ib_ports=_derived(link, "ibstat", ibstat, _ib_ports),
-        xid_events=_derived(link, "xid", (xid, _bus_ids(gpus)), lambda key: _xid_events(key[0], gpus)),
+        ib_ports=ib_ports,
+        xid_events=(
+            _derived(link, "xid", (xid, _bus_ids(gpus)), lambda key: _xid_events(key[0], gpus))
+            if getattr(xid, "events", None)
+            else ()
+        ),
         facts=facts,
-        fact_errors=dict(link.fact_errors),
+        fact_errors=fact_errors,
     )
+
+
+_FactParts = tuple[dict[str, Any], dict[str, str], tuple[IbPort, ...], object]
+
+
+def _fact_parts(link: NodeLink) -> _FactParts:
+    """(the facts a sample carries as they are, the fact errors, the IB ports, the Xid log): made again
+    only when a fact or a fact error changed, not at every tick the metrics move. Samples share them
+    (a snapshot is never changed)."""
+    hit = link.derived.get("facts")
+    if hit is not None and hit[0] == link.facts_version:
+        parts: _FactParts = hit[1]
+        return parts
+    facts = dict(link.facts)
+    facts.pop("processes", None)  # in the GPUs' samples
+    ibstat = facts.pop("ibstat", None)
+    xid = facts.pop("xid", None)
+    parts = (facts, dict(link.fact_errors), _derived(link, "ibstat", ibstat, _ib_ports), xid)
+    link.derived["facts"] = (link.facts_version, parts)
+    return parts
 
 
 def _waiting(link: NodeLink) -> str | None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import random
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -57,9 +56,6 @@ FIRST_ROUND_SPREAD_S = 5.0
 # (a refresh, a slow round) join up again instead of costing an exec each.
 ROUND_SLACK_S = 2.0
 
-# What nvidia-smi prints, failing the whole query, for a field its driver does not know (an older driver
-# asked for remapped_rows.pending, or a site's field list written for another version).
-_REJECTED_FIELD = re.compile(rb'Field "([^"]+)" is not a valid field to query')
 # Without these a row cannot be placed or named: a driver that rejects one is not worked around.
 _ESSENTIAL_FIELDS = frozenset({"index", "uuid"})
 
@@ -99,7 +95,6 @@ class NodeLink:
         self.stream_spec = next(c for c in commands.values() if c.stream)
         fields = _stream_fields(self.stream_spec)
         self.assembler = MetricsAssembler(fields, settings.expected_gpus)
-        self._rejected_field: str | None = None
         self.gpus: tuple[GpuSample, ...] = ()
         # The processes fact by GPU UUID, and the mapping `gpus` was read with (None: a mix of two).
         self.processes_by_uuid: ProcessesByUuid = {}
@@ -113,6 +108,7 @@ class NodeLink:
         self.connected = False
         self._batches = True  # facts due together run in one exec, until the node shows it cannot
         self.version = 0  # bumps whenever what the node shows changes
+        self.facts_version = 0  # bumps whenever a fact or a fact error changes
         self._wake = asyncio.Event()
         self._conn: Any = None
 
@@ -186,7 +182,7 @@ class NodeLink:
         from gputop.sources.ssh_stream import StreamSilent, run_line_stream
 
         spec = self.stream_spec
-        self._rejected_field = None
+        self.assembler.rejected_field = None
         first_timeout_s = max(spec.timeout_s, FIRST_OUTPUT_TIMEOUT_S)
         try:
             exit_status = await run_line_stream(
@@ -202,19 +198,12 @@ class NodeLink:
             raise StreamEnded(f"no metrics from nvidia-smi for {silent.silent_s:g}s") from None
         if self.assembler.flush():
             self._publish()
-        if self._rejected_field is not None:
-            raise FieldRejected(self._rejected_field)
+        if self.assembler.rejected_field is not None:
+            raise FieldRejected(self.assembler.rejected_field)
         raise StreamEnded(self._ended_reason(exit_status))
 
     def _feed(self, lines: list[bytes], burst_ended: bool) -> None:
-        published = False
-        for line in lines:
-            if line.startswith(b"Field"):  # a cheap test first: this runs for every line of the stream
-                rejected = _REJECTED_FIELD.search(line)
-                if rejected is not None:
-                    self._rejected_field = rejected.group(1).decode(errors="replace")
-                    continue
-            published = self.assembler.feed(line) or published
+        published = self.assembler.feed_lines(lines)
         # A burst that ended on a line boundary with a full set of GPUs is that interval's set: publish
         # it now rather than when the next interval's first line shows the set was over.
         if burst_ended and self.assembler.burst_complete():
@@ -395,11 +384,13 @@ class NodeLink:
         if spec.name == "processes":
             self.processes_by_uuid = self.assembler.processes = processes_by_uuid(value)
         self.fact_errors.pop(spec.name, None)
+        self.facts_version += 1
         self.version += 1
 
     def _fact_failed(self, spec: CommandSpec, reason: str) -> None:
         if self.fact_errors.get(spec.name) != reason:
             self.fact_errors[spec.name] = reason
+            self.facts_version += 1
             self.version += 1
 
 
