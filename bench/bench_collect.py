@@ -44,6 +44,7 @@ from gputop.core.models import GpuSample, NodeSample, SnapshotDelta, SourceResul
 from gputop.core.parsers.common import ParseFailure
 from gputop.core.parsers.query_gpu import parse_query_gpu
 from gputop.core.summary import ClusterView
+from gputop.gc_tuning import freeze_after_start
 from gputop.poller import Poller
 from gputop.sources.commands import CommandSpec
 from gputop.sources.ssh import SshSource, node_sample, raise_open_file_limit
@@ -295,9 +296,7 @@ class GcWatch:
 def freeze_gc_like_the_app() -> None:
     """What GputopApp does after its first view (gputop.tui.app._freeze_gc), so collections cost here
     what they cost there."""
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(700, 10, 1_000)
+    freeze_after_start()
 
 
 class TickRecorder:
