@@ -224,8 +224,10 @@ def _to_reasons(cell: str) -> tuple[str, ...]:
 # The builtins that read a plain number as the guarded converters do, and raise ValueError on the rest.
 _BUILTIN_FOR: Final[dict[Callable[[str], Any], Callable[[str], Any]]] = {_to_float: float, _to_int: int}
 
-# Converters of cells that repeat from line to line (text, flags, masks): read through a memo.
-_MEMOIZED: Final = frozenset({_to_text, _to_optional_text, _to_mig, _to_flag, _to_reasons})
+# Every cell is read through a memo (a dict lookup, and the same value object each time) except those of
+# the slots whose text seldom repeats: a cluster prints a few hundred distinct temperatures, utilizations
+# and clocks, but power draw and memory in use vary in their last digits.
+_UNMEMOIZED_SLOTS: Final = frozenset({"power_w", "mem_used_mib"})
 
 _CONVERTER_BY_SLOT: Final[dict[str, Callable[[str], Any]]] = {
     "index": _to_index,
@@ -320,7 +322,7 @@ def _compile(steps: Sequence[_Step], template: tuple[Any, ...], guarded: frozens
     quick = [
         (c, p, convert if c in guarded else _BUILTIN_FOR.get(convert, convert)) for c, p, convert in steps
     ]
-    memoized = frozenset(c for c, _, convert in steps if convert in _MEMOIZED)
+    memoized = frozenset(c for c, p, _ in steps if GpuSample._fields[p] not in _UNMEMOIZED_SLOTS)
     return compile_reader(GpuSample, template, quick, memoized=memoized, lookup=(_UUID_AT, _PROCESSES_AT))
 
 
