@@ -867,6 +867,16 @@ async def stream_phase(
     return result
 
 
+def one_shot_query(template: SshSource) -> tuple[str, list[str]]:
+    """(the command line, its fields) of gputop's stream query without its loop option: one sample."""
+    spec = next(c for c in template.commands.values() if c.stream)
+    argv = list(spec.argv)
+    if "-lms" in argv:
+        del argv[argv.index("-lms") : argv.index("-lms") + 2]
+    fields = next(a.removeprefix("--query-gpu=").split(",") for a in argv if a.startswith("--query-gpu="))
+    return " ".join(argv), fields  # nvidia-smi's arguments need no quoting
+
+
 async def exec_phase(config: Config, fleet: FleetProcess, info: FleetInfo, seconds: float) -> ExecResult:
     cluster, config = bench_config(config)
     clock = SystemClock()
@@ -876,12 +886,7 @@ async def exec_phase(config: Config, fleet: FleetProcess, info: FleetInfo, secon
     # handshake cap; the unresponsive node is left out, since its handshake never completes.
     hosts = read_fleet_ssh_config(Path(os.path.expanduser(cluster.ssh.config_file)))
     template = SshSource(cluster, config.poll, clock.now)
-    spec = next(c for c in template.commands.values() if c.stream)
-    argv = list(spec.argv)
-    if "-lms" in argv:
-        del argv[argv.index("-lms") : argv.index("-lms") + 2]
-    fields = next(a.removeprefix("--query-gpu=").split(",") for a in argv if a.startswith("--query-gpu="))
-    command_line = " ".join(argv)  # nvidia-smi's arguments need no quoting
+    command_line, fields = one_shot_query(template)
     handshakes = asyncio.Semaphore(cluster.ssh.max_concurrent_handshakes)
     names = [n for n in cluster.node_names if n not in info.unresponsive]
     links = [ExecLink(n) for n in names]
@@ -929,25 +934,37 @@ async def exec_phase(config: Config, fleet: FleetProcess, info: FleetInfo, secon
     return result
 
 
-# -- the floor: asyncssh streaming with nothing done with the lines -----------------------------------------
-async def floor_phase(config: Config, fleet: FleetProcess, info: FleetInfo, seconds: float) -> float:
-    """gputop's streaming command on a persistent connection per node, its output read and thrown away:
-    what the transport alone costs on this machine, % of one core. gputop's own figure less this is what
-    gputop adds (parsing, samples, the poller, slow facts)."""
+# -- the floors: the transport alone, streaming or exec per tick, nothing done with the output --------------
+async def floor_phase(
+    config: Config, fleet: FleetProcess, info: FleetInfo, seconds: float, *, exec_per_tick: bool = False
+) -> float:
+    """What the transport alone costs on this machine, % of one core: gputop's streaming command on a
+    persistent connection per node, its output read and thrown away; or (``exec_per_tick``) the exec
+    phase's one-shot query run on each node every interval, its output thrown away. gputop's own figure
+    less the streaming floor is what gputop adds (parsing, samples, the poller, slow facts)."""
     cluster, _ = bench_config(config)
     hosts = read_fleet_ssh_config(Path(os.path.expanduser(cluster.ssh.config_file)))
     template = SshSource(cluster, config.poll, time.time)
     spec = next(c for c in template.commands.values() if c.stream)
+    once, _fields = one_shot_query(template)
     handshakes = asyncio.Semaphore(cluster.ssh.max_concurrent_handshakes)
     conns: list[Any] = []
+    loop = asyncio.get_running_loop()
+    first_at = loop.time() + EXEC_SETTLE_S
 
     async def stream(name: str) -> None:
         entry = hosts[name]
         async with handshakes:
             conn = await connect_entry(entry, cluster.ssh.connect_timeout_s)
         conns.append(conn)
-        while True:  # gputop's own reader, its lines dropped
-            await run_line_stream(conn, spec.command_line, lambda _lines, _ended: None, spec.timeout_s)
+        if not exec_per_tick:
+            while True:  # gputop's own reader, its lines dropped
+                await run_line_stream(conn, spec.command_line, lambda _lines, _ended: None, spec.timeout_s)
+        due = first_at
+        while True:  # every node's exec at the same moment each interval, as in the exec phase
+            await asyncio.sleep(max(0.0, due - loop.time()))
+            await conn.run(once, encoding=None, timeout=5.0, check=False)
+            due += INTERVAL_S * max(1, math.ceil((loop.time() - due) / INTERVAL_S))
 
     names = [n for n in cluster.node_names if n not in info.unresponsive]
     tasks = [asyncio.create_task(stream(n)) for n in names]
@@ -1048,6 +1065,7 @@ def report(
     s: StreamResult,
     e: ExecResult | None,
     floor_pct: float = math.nan,
+    exec_floor_pct: float = math.nan,
 ) -> None:
     w = s.window
     cores = os.cpu_count() or 1
@@ -1147,6 +1165,8 @@ def report(
             Row("floor: the same stream read and thrown away, % of one core", floor_pct, "%"),
             Row("   gputop streaming over the floor", w.cpu_pct / floor_pct, "x"),
             Row("   exec per tick over the floor", x.cpu_pct / floor_pct, "x"),
+            Row("exec floor: the exec phase's execs, output thrown away, % of one core", exec_floor_pct, "%"),
+            Row("   exec floor over the streaming floor (transports alone)", exec_floor_pct / floor_pct, "x"),
         ]
     print()
     print_table(rows, FORMATS)
@@ -1202,14 +1222,16 @@ async def run(args: argparse.Namespace, nodes: int, seconds: float) -> int:
         print(f"  streaming phase: SshSource + Poller every {INTERVAL_S:g} s ...", flush=True)
         stream = await stream_phase(config, fleet, info, seconds, profile_s, args.connect_limit)
         exec_result = None
-        floor_pct = math.nan
+        floor_pct = exec_floor_pct = math.nan
         if not args.no_exec:
             print("  exec phase: one --query-gpu exec per node per tick ...", flush=True)
             exec_result = await exec_phase(config, fleet, info, seconds)
             print("  floor phase: the same stream per node, read and thrown away ...", flush=True)
             floor_pct = await floor_phase(config, fleet, info, seconds)
+            print("  exec floor phase: the exec phase's execs, their output thrown away ...", flush=True)
+            exec_floor_pct = await floor_phase(config, fleet, info, seconds, exec_per_tick=True)
         leftovers = await cancel_leftovers()
-        report(args, info, nodes, stream, exec_result, floor_pct)
+        report(args, info, nodes, stream, exec_result, floor_pct, exec_floor_pct)
         for chain, count in sorted(leftovers.items(), key=lambda kv: -kv[1])[:6]:
             print(f"  still running at the end, cancelled: x{count}: {chain}")
         if stream.profile:
