@@ -461,3 +461,22 @@ async def test_a_node_whose_shell_does_not_run_the_batch_gets_its_facts_one_exec
         assert not nodes[name].fact_errors, nodes[name].fact_errors
     finally:
         await source.close()
+
+
+async def test_a_sleep_without_a_refresh_runs_its_time_and_a_refresh_ends_one_that_waits_for_it() -> None:
+    from gputop.core.config import PollConfig
+    from gputop.sources.commands import default_commands
+
+    cluster = ClusterConfig(name="c", node_names=("n1",))
+    link = NodeLink(
+        "n1", link_settings(cluster, PollConfig()), default_commands(), time.time, asyncio.Semaphore(1)
+    )
+    started = time.monotonic()
+    assert await link._sleep_or_wake(0.2) is False
+    assert time.monotonic() - started >= 0.19
+    forever = asyncio.create_task(link._sleep_or_wake(None))
+    await asyncio.sleep(0.05)
+    assert not forever.done()
+    link.refresh()
+    assert await asyncio.wait_for(forever, 1.0) is True
+    assert link._waiter is None, "a sleep leaves nothing behind"

@@ -82,7 +82,8 @@ async def run_batch(conn: Any, argvs: Sequence[Sequence[str]], timeouts_s: Seque
     command_line = batch_command_line(argvs, nonce)
     chan, session = await conn.create_session(lambda: _BatchSession(nonce), command_line, encoding=None)
     try:
-        chan.write_eof()  # nothing to read: a command that reads its input ends at once
+        # stdin stays open, as asyncssh's run() leaves it: an EOF would cost every batch one more packet
+        # (and a send), and none of the facts reads its input
         timed_out = await session.wait(timeouts_s)
     finally:
         chan.close()

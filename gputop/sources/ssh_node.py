@@ -109,13 +109,17 @@ class NodeLink:
         self._batches = True  # facts due together run in one exec, until the node shows it cannot
         self.version = 0  # bumps whenever what the node shows changes
         self.facts_version = 0  # bumps whenever a fact or a fact error changes
-        self._wake = asyncio.Event()
+        self._wake_pending = False  # a refresh that no sleep has taken yet
+        self._waiter: asyncio.Future[None] | None = None  # what the current sleep awaits
         self._conn: Any = None
 
     # -- control --------------------------------------------------------------------------------------
     def refresh(self) -> None:
         """Retry a failed node now, and rerun the slow commands, instead of waiting for their timers."""
-        self._wake.set()  # taken by the next sleep, so one that lands while nothing sleeps is not lost
+        # taken by the next sleep, so one that lands while nothing sleeps is not lost
+        self._wake_pending = True
+        if self._waiter is not None:
+            _settle(self._waiter)
 
     async def run(self) -> None:
         backoff_s = self.settings.backoff_initial_s
@@ -292,12 +296,21 @@ class NodeLink:
     async def _sleep_or_wake(self, seconds: float | None) -> bool:
         """Sleeps (None: until a refresh); True when a refresh cut the sleep short, or was pending when
         it began. The refresh is taken: the next sleep runs its full time."""
-        if not self._wake.is_set():
+        if not self._wake_pending:
+            # A future and a timer, not asyncio.wait_for: a thousand nodes sleep between their rounds of
+            # facts, and wait_for paid each time for a task, a cancellation and an exception.
+            loop = asyncio.get_running_loop()
+            woken = self._waiter = loop.create_future()
+            timer = None if seconds is None else loop.call_later(seconds, _settle, woken)
             try:
-                await asyncio.wait_for(self._wake.wait(), seconds)
-            except TimeoutError:
+                await woken
+            finally:
+                self._waiter = None
+                if timer is not None:
+                    timer.cancel()
+            if not self._wake_pending:
                 return False
-        self._wake.clear()
+        self._wake_pending = False
         return True
 
     async def _run_round(self, conn: Any, specs: list[CommandSpec]) -> None:
@@ -392,6 +405,11 @@ class NodeLink:
             self.fact_errors[spec.name] = reason
             self.facts_version += 1
             self.version += 1
+
+
+def _settle(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 def processes_by_uuid(fact: object) -> dict[str, tuple[GpuProcess, ...]]:
