@@ -15,6 +15,7 @@ from gputop.config_file import load_config
 from gputop.core.config import ClusterConfig, Config
 from gputop.core.models import NodeSample, Reachability
 from gputop.core.parsers.compute_apps import ComputeAppsResult, parse_compute_apps
+from gputop.sources.commands import CommandSpec
 from gputop.sources.fake_fleet import Fault, Fleet, run_fleet
 from gputop.sources.parse_cache import ParseCache
 from gputop.sources.ssh import SshSource, link_settings
@@ -404,16 +405,17 @@ def test_samples_share_their_facts_until_a_fact_or_a_fact_error_changes() -> Non
     assert third.facts == first.facts and third.facts is not first.facts
 
 
-def count_rounds(source: SshSource) -> list[tuple[str, int]]:
-    """(node, facts in it) for each round of slow facts from now on: a round of several is one exec."""
-    rounds: list[tuple[str, int]] = []
+def count_rounds(source: SshSource) -> list[tuple[str, tuple[str, ...]]]:
+    """(node, the facts in it, in order) for each round of slow facts from now on: a round of several is
+    one exec."""
+    rounds: list[tuple[str, tuple[str, ...]]] = []
     for link in source.links.values():
         original = link._run_round
 
         async def counted(
-            conn: object, specs: list[object], _o: object = original, _n: str = link.name
+            conn: object, specs: list[CommandSpec], _o: object = original, _n: str = link.name
         ) -> None:
-            rounds.append((_n, len(specs)))
+            rounds.append((_n, tuple(s.name for s in specs)))
             await _o(conn, specs)  # type: ignore[operator]
 
         link._run_round = counted  # type: ignore[method-assign]
@@ -435,8 +437,11 @@ async def test_a_nodes_slow_facts_due_together_run_in_one_exec(fleet: Fleet) -> 
                 ns[n].ib_ports and "topology" in ns[n].facts and "nvlink" in ns[n].facts for n in up
             ),
         )
-        slow = [s for s in source.commands.values() if not s.stream]
-        assert (up[0], len(slow)) in rounds, rounds[:5]
+        slow = {s.name for s in source.commands.values() if not s.stream}
+        whole = [names for node, names in rounds if node == up[0] and set(names) == slow]
+        assert whole, rounds[:5]
+        # the commands that do not need nvidia-smi first: a wedged driver must not hold up the IB ports
+        assert set(whole[0][:2]) == {"ibstat", "xid"}, whole[0]
         assert all(source.links[n]._batches for n in up)
         assert not any(nodes[n].fact_errors for n in up), {n: nodes[n].fact_errors for n in up}
     finally:

@@ -22,6 +22,7 @@ from gputop.core.parsers.driver_errors import detect_driver_error
 from gputop.sources.commands import MEM_MOVE_MIB, QUERY_GPU_FIELDS, CommandSpec
 from gputop.sources.known_hosts import SharedKnownHosts
 from gputop.sources.metrics_stream import MetricsAssembler, ProcessesByUuid
+from gputop.sources.mig_commands import is_nvidia_smi, strip_sudo
 from gputop.sources.parse_cache import ParseCache
 from gputop.sources.ssh_config_index import SshConfigIndex
 from gputop.sources.ssh_connect import connect
@@ -279,6 +280,9 @@ class NodeLink:
                     memory_then[spec.name], ran_at_s[spec.name] = self._memory_by_gpu(), self.now()
                 round_specs.append(spec)
             if round_specs:
+                # nvidia-smi last: a wedged driver hangs every nvidia-smi, and the IB ports and the Xid
+                # log, which tell what went wrong, must not wait behind it
+                round_specs.sort(key=lambda spec: is_nvidia_smi(strip_sudo(spec.argv)))
                 await self._run_round(conn, round_specs)
 
     def _quiet(self, spec: CommandSpec, memory_then: dict[int, float] | None, ran_at_s: float | None) -> bool:
@@ -341,7 +345,8 @@ class NodeLink:
                 self._fact_failed(spec, f"{spec.argv[0]} did not finish within {spec.timeout_s:g}s")
             elif result.timed_out is not None and i > result.timed_out:
                 hung = specs[result.timed_out]
-                self._fact_failed(spec, f"not run: {hung.argv[0]} before it did not finish")
+                reason = f"not run: {hung.name} ran before it in the same exec and did not finish"
+                self._fact_failed(spec, reason)
             else:
                 self._fact_failed(spec, f"{spec.argv[0]} was cut off (the session ended while it ran)")
 
