@@ -485,3 +485,38 @@ async def test_a_sleep_without_a_refresh_runs_its_time_and_a_refresh_ends_one_th
     link.refresh()
     assert await asyncio.wait_for(forever, 1.0) is True
     assert link._waiter is None, "a sleep leaves nothing behind"
+
+
+@pytest.mark.parametrize("fault", [Fault.NO_NVIDIA_SMI, Fault.DRIVER_ERROR])
+async def test_a_node_whose_nvidia_smi_fails_keeps_its_connection_and_still_shows_its_ib_ports_and_xid_log(
+    fleet: Fleet, fault: Fault
+) -> None:
+    """The IB ports and the Xid log are what say why a node's GPUs went away: they must not wait for a
+    stream that cannot start."""
+    config = fast(load_config(fleet.config_path))
+    victim = answering(fleet)[1]
+    fleet.faults.set(victim, fault)
+    source = SshSource(cluster_of(config), config.poll, time.time)
+    await source.start()
+    connects = 0
+    link = source.links[victim]
+    original = link._connect
+
+    async def counted() -> object:
+        nonlocal connects
+        connects += 1
+        return await original()
+
+    link._connect = counted  # type: ignore[method-assign]
+    try:
+        await wait_for(source, lambda ns: ns[victim].error not in (None, "connecting") and link.connected)
+        source.refresh()  # the facts now, not after their spread-out first delay
+        nodes = await wait_for(
+            source, lambda ns: bool(ns[victim].ib_ports) and "xid" not in ns[victim].fact_errors
+        )
+        node = nodes[victim]
+        assert node.reachability is Reachability.DOWN and node.gpus == ()
+        assert ("not installed" if fault is Fault.NO_NVIDIA_SMI else "lost") in (node.error or ""), node.error
+        assert link.connected and connects <= 1, "the stream restarts on the same connection"
+    finally:
+        await source.close()

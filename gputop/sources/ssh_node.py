@@ -65,6 +65,10 @@ class StreamEnded(Exception):
     """The metrics stream stopped; the message says why."""
 
 
+class StreamSilentEnded(StreamEnded):
+    """The metrics stream stopped printing: the node, or the connection itself, may be gone."""
+
+
 class FieldRejected(Exception):
     """nvidia-smi refused one of the stream's fields."""
 
@@ -112,6 +116,7 @@ class NodeLink:
         self.facts_version = 0  # bumps whenever a fact or a fact error changes
         self._wake_pending = False  # a refresh that no sleep has taken yet
         self._waiter: asyncio.Future[None] | None = None  # what the current sleep awaits
+        self._stream_waiter: asyncio.Future[None] | None = None  # what a stream's restart awaits
         self._conn: Any = None
 
     # -- control --------------------------------------------------------------------------------------
@@ -119,8 +124,9 @@ class NodeLink:
         """Retry a failed node now, and rerun the slow commands, instead of waiting for their timers."""
         # taken by the next sleep, so one that lands while nothing sleeps is not lost
         self._wake_pending = True
-        if self._waiter is not None:
-            _settle(self._waiter)
+        for waiter in (self._waiter, self._stream_waiter):
+            if waiter is not None:
+                _settle(waiter)
 
     async def run(self) -> None:
         backoff_s = self.settings.backoff_initial_s
@@ -156,24 +162,41 @@ class NodeLink:
         )
 
     async def _serve(self, conn: Any) -> Failure:
-        """Stream metrics and run the slow facts until something breaks; say what broke."""
+        """Stream metrics and run the slow facts until the connection breaks; say what broke.
+
+        A stream that ends while the connection still answers (nvidia-smi missing, a driver error, the
+        stream cut off with the channel closed) is started again on the same connection after a backoff,
+        and the slow facts keep running meanwhile: the Xid log and the IB ports are what say why a node's
+        GPUs went away. A stream that falls silent ends the connection."""
         self._conn = conn
         self.connected = True
         self.version += 1
         facts = asyncio.create_task(self._facts(conn), name=f"{self.name}:facts")
+        backoff_s = self.settings.backoff_initial_s
         try:
             while True:
+                sampled_before = self.sampled_at_s
                 try:
                     await self._stream(conn)
                 except FieldRejected as rejected:
                     if self._drop_field(rejected.field):
                         continue  # the same connection, the stream without that field
-                    raise StreamEnded(f'nvidia-smi does not know the field "{rejected.field}"') from None
-                return Failure("metrics stream ended", retry=True)
+                    ended = f'nvidia-smi does not know the field "{rejected.field}"'
+                except StreamSilentEnded as silent:
+                    # Silence can be a connection that died without a word (no keepalives: the stream
+                    # is this connection's): connect again rather than open a channel on it.
+                    return Failure(str(silent), retry=True)
+                except StreamEnded as stream_ended:
+                    ended = str(stream_ended)
+                else:  # _stream always says why it ended; kept for the type checker
+                    ended = "metrics stream ended"
+                if self.sampled_at_s != sampled_before:
+                    backoff_s = self.settings.backoff_initial_s  # it streamed: a new failure
+                self._set_error(ended)
+                await self._stream_backoff(backoff_s * random.uniform(0.8, 1.2))  # noqa: S311
+                backoff_s = min(self.settings.backoff_max_s, backoff_s * 2)
         except asyncio.CancelledError:
             raise
-        except StreamEnded as ended:
-            return Failure(str(ended), retry=True)
         except Exception as err:
             return describe(err, self.name, self.stream_spec.timeout_s)
         finally:
@@ -181,6 +204,17 @@ class NodeLink:
             await asyncio.gather(facts, return_exceptions=True)
             conn.close()
             self._conn = None
+
+    async def _stream_backoff(self, seconds: float) -> None:
+        """Waits before the stream starts again; a refresh cuts it short. Its own waiter: the facts loop
+        sleeps at the same time on the other."""
+        woken = self._stream_waiter = asyncio.get_running_loop().create_future()
+        timer = asyncio.get_running_loop().call_later(seconds, _settle, woken)
+        try:
+            await woken
+        finally:
+            self._stream_waiter = None
+            timer.cancel()
 
     async def _stream(self, conn: Any) -> None:
         # asyncssh loads only when SSH is used
@@ -197,10 +231,10 @@ class NodeLink:
             if self.assembler.flush():
                 self._publish()
             if not silent.printed:
-                raise StreamEnded(
+                raise StreamSilentEnded(
                     f"nvidia-smi printed nothing in the {silent.silent_s:g}s after it started"
                 ) from None
-            raise StreamEnded(f"no metrics from nvidia-smi for {silent.silent_s:g}s") from None
+            raise StreamSilentEnded(f"no metrics from nvidia-smi for {silent.silent_s:g}s") from None
         if self.assembler.flush():
             self._publish()
         if self.assembler.rejected_field is not None:

@@ -109,7 +109,11 @@ async def run_line_stream(
     status (None when the command was killed or the channel dropped). Raises StreamSilent (a
     TimeoutError) when nothing arrives for ``timeout_s``, or for ``first_timeout_s`` (default: the same)
     from the start to the first output, and what broke the connection or the callback."""
-    chan, session = await conn.create_session(lambda: _LineSession(on_lines), command_line, encoding=None)
+    # Bounded: on a connection that died without a word, opening a channel would wait forever.
+    chan, session = await asyncio.wait_for(
+        conn.create_session(lambda: _LineSession(on_lines), command_line, encoding=None),
+        timeout_s if first_timeout_s is None else first_timeout_s,
+    )
     try:
         await session.wait_ended(timeout_s, timeout_s if first_timeout_s is None else first_timeout_s)
     finally:
