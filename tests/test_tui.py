@@ -135,6 +135,19 @@ async def test_filter_by_expression_and_text_then_clear() -> None:
         assert table.node_filter is None
 
 
+async def test_the_maps_bracket_follows_the_table_cursor_as_soon_as_a_filter_moves_it() -> None:
+    app = demo_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for_data(pilot)
+        table = app.screen.query_one(NodeTable)
+        node_map = app.screen.query_one(ClusterMap)
+        hot = incident_node(app, "hot_gpu")
+        assert node_map.selected == table.cursor_name != hot
+        await pilot.press("slash", *"temp>85")  # no tick between the keys and the check
+        assert table.cursor_name == hot
+        assert node_map.selected == hot
+
+
 async def test_the_map_skips_the_ansi_filter_when_it_has_nothing_to_convert() -> None:
     app = demo_app()
     async with app.run_test(size=SIZE) as pilot:

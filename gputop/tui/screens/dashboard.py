@@ -72,13 +72,19 @@ class DashboardScreen(GputopScreen):
     def apply_view(self, view: ClusterView, _delta: SnapshotDelta | None) -> None:
         table = self.query_one(NodeTable)
         table.apply_view(view)
+        self.query_one(ClusterMap).apply_view(view)
+        self._map_follows_table()
+        self.query_one(StatusHeader).apply_view(view)
+
+    def _map_follows_table(self) -> None:
+        """The map dims what the table's filter leaves out and brackets the table's cursor node: after
+        every view and every filter change (a filter moves the cursor without a selection event)."""
+        table = self.query_one(NodeTable)
         node_map = self.query_one(ClusterMap)
-        node_map.apply_view(view)
         if table.node_filter is not None:
             node_map.set_filter(table.visible_names)
         if table.cursor_name:
             node_map.select(table.cursor_name)
-        self.query_one(StatusHeader).apply_view(view)
 
     # -- selection sync -----------------------------------------------------------------------------------
     @on(NodeSelected)
@@ -148,10 +154,10 @@ class DashboardScreen(GputopScreen):
     def apply_filter(self, text: str) -> bool:
         """Filter the table and dim the map; returns False (and says why) on a bad expression."""
         table = self.query_one(NodeTable)
-        node_map = self.query_one(ClusterMap)
         if not text.strip():
             table.set_filter(None)
-            node_map.set_filter(None)
+            self.query_one(ClusterMap).set_filter(None)
+            self._map_follows_table()
             self._show_filter_error("")
             return True
         try:
@@ -161,7 +167,7 @@ class DashboardScreen(GputopScreen):
             return False
         self._show_filter_error("")
         table.set_filter(node_filter)
-        node_map.set_filter(table.visible_names)
+        self._map_follows_table()
         return True
 
     def _show_filter_error(self, message: str) -> None:
