@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import time
 from collections.abc import AsyncIterator, Callable
@@ -12,10 +13,10 @@ import asyncssh
 import pytest
 
 from gputop.config_file import load_config
-from gputop.core.config import ClusterConfig, Config
+from gputop.core.config import ClusterConfig, Config, PollConfig
 from gputop.core.models import NodeSample, Reachability
 from gputop.core.parsers.compute_apps import ComputeAppsResult, parse_compute_apps
-from gputop.sources.commands import CommandSpec
+from gputop.sources.commands import CommandSpec, default_commands
 from gputop.sources.fake_fleet import Fault, Fleet, run_fleet
 from gputop.sources.parse_cache import ParseCache
 from gputop.sources.ssh import SshSource, link_settings
@@ -59,6 +60,23 @@ async def wait_for(
     raise AssertionError(f"condition not met in {timeout_s}s: {details}")
 
 
+@contextlib.asynccontextmanager
+async def started(source: SshSource) -> AsyncIterator[SshSource]:
+    """``source`` started, and closed however the test ends."""
+    await source.start()
+    try:
+        yield source
+    finally:
+        await source.close()
+
+
+def offline_link() -> NodeLink:
+    """A link that is never started: for what it makes of the outputs and samples it is handed."""
+    cluster = ClusterConfig(name="c", node_names=("n1",))
+    settings = link_settings(cluster, PollConfig())
+    return NodeLink("n1", settings, default_commands(), time.time, asyncio.Semaphore(1))
+
+
 def count_fact_runs(source: SshSource) -> dict[str, int]:
     """Slow-fact runs by node from now on (a started source's links), filled in as they start."""
     runs: dict[str, int] = {}
@@ -86,8 +104,7 @@ def incident(fleet: Fleet, kind: str) -> str:
 async def test_every_answering_node_streams_its_gpus_and_slow_facts(fleet: Fleet) -> None:
     config = fast(load_config(fleet.config_path))
     source = SshSource(cluster_of(config), config.poll, time.time)
-    await source.start()
-    try:
+    async with started(source):
         silent = fleet.unresponsive_nodes
         up = answering(fleet)
         nodes = await wait_for(
@@ -107,8 +124,6 @@ async def test_every_answering_node_streams_its_gpus_and_slow_facts(fleet: Fleet
         for name in silent:
             assert nodes[name].reachability is Reachability.DOWN
             assert nodes[name].gpus == ()
-    finally:
-        await source.close()
 
 
 async def test_refused_key_and_unknown_host_key_are_named_and_not_retried_in_a_loop(
@@ -118,8 +133,7 @@ async def test_refused_key_and_unknown_host_key_are_named_and_not_retried_in_a_l
     victim = answering(fleet)[0]
     fleet.faults.set(victim, Fault.REFUSE_AUTH)
     source = SshSource(cluster_of(config), config.poll, time.time)
-    await source.start()
-    try:
+    async with started(source):
         nodes = await wait_for(
             source, lambda ns: bool(ns[victim].error and "authentication" in ns[victim].error)
         )
@@ -132,8 +146,6 @@ async def test_refused_key_and_unknown_host_key_are_named_and_not_retried_in_a_l
         fleet.faults.clear(victim)
         source.refresh()
         await wait_for(source, lambda ns: bool(ns[victim].gpus))
-    finally:
-        await source.close()
 
     # Straight to the fleet's address with a known_hosts that does not know it: refused, and said so.
     empty_known_hosts = tmp_path / "empty_known_hosts"
@@ -150,13 +162,10 @@ async def test_refused_key_and_unknown_host_key_are_named_and_not_retried_in_a_l
         node_names=("127.0.0.1",),
     )
     source = SshSource(strict, config.poll, time.time)
-    await source.start()
-    try:
+    async with started(source):
         nodes = await wait_for(source, lambda ns: "host key" in (ns["127.0.0.1"].error or ""))
         assert "host key not verifiable" in (nodes["127.0.0.1"].error or "")
         assert nodes["127.0.0.1"].reachability is Reachability.DOWN
-    finally:
-        await source.close()
 
 
 @pytest.mark.parametrize(
@@ -177,8 +186,7 @@ async def test_a_failing_node_says_why_while_the_others_keep_updating(
     healthy = [n for n in fleet.node_names if n != victim and n not in fleet.unresponsive_nodes]
     fleet.faults.set(victim, fault)
     source = SshSource(cluster, config.poll, time.time)
-    await source.start()
-    try:
+    async with started(source):
         await wait_for(source, lambda ns: all(ns[n].gpus for n in healthy))
         nodes = await wait_for(source, lambda ns: words in (ns[victim].error or ""))
         assert nodes[victim].gpus == () or nodes[victim].reachability is Reachability.OK
@@ -188,16 +196,13 @@ async def test_a_failing_node_says_why_while_the_others_keep_updating(
             source, lambda ns: all((ns[n].sampled_at_s or 0) > (before[n] or 0) for n in healthy), timeout_s=5
         )
         assert all(later[n].error is None for n in healthy)
-    finally:
-        await source.close()
 
 
 async def test_a_stream_that_dies_reconnects_with_backoff(fleet: Fleet) -> None:
     config = fast(load_config(fleet.config_path))
     victim = answering(fleet)[2]
     source = SshSource(cluster_of(config), config.poll, time.time)
-    await source.start()
-    try:
+    async with started(source):
         await wait_for(source, lambda ns: bool(ns[victim].gpus))
         fleet.faults.set(victim, Fault.DIE_MIDSTREAM)
         cut = await wait_for(source, lambda ns: ns[victim].error not in (None, "connecting"))
@@ -209,21 +214,16 @@ async def test_a_stream_that_dies_reconnects_with_backoff(fleet: Fleet) -> None:
             source, lambda ns: (ns[victim].sampled_at_s or 0) > stamp and not ns[victim].error
         )
         assert nodes[victim].gpus
-    finally:
-        await source.close()
 
 
 async def test_unchanged_nodes_keep_their_sample_object(fleet: Fleet) -> None:
     config = fast(load_config(fleet.config_path))
     source = SshSource(cluster_of(config), config.poll, time.time)
-    await source.start()
-    try:
+    async with started(source):
         await wait_for(source, lambda ns: any(n.gpus for n in ns.values()))
         first = await source.collect(time.time())
         second = await source.collect(time.time())
         assert all(a is b for a, b in zip(first.nodes, second.nodes, strict=True))
-    finally:
-        await source.close()
 
 
 async def test_processes_are_not_asked_again_while_gpu_memory_stays_put(fleet: Fleet) -> None:
@@ -236,9 +236,8 @@ async def test_processes_are_not_asked_again_while_gpu_memory_stays_put(fleet: F
     for name in list(source.commands):
         if name not in ("metrics", "processes"):
             del source.commands[name]
-    await source.start()
-    runs = count_fact_runs(source)
-    try:
+    async with started(source):
+        runs = count_fact_runs(source)
         await wait_for(source, lambda nodes: all(nodes[n].gpus for n in answering(fleet)))
         await asyncio.sleep(2.0)
         # 2 s at 0.1 s would be 20 runs per node if each one ran; memory moves now and then in the
@@ -253,8 +252,6 @@ async def test_processes_are_not_asked_again_while_gpu_memory_stays_put(fleet: F
             if runs.get(link.name, 0) > before:
                 break
         assert runs.get(link.name, 0) > before
-    finally:
-        await source.close()
 
 
 async def test_a_node_with_every_slow_fact_switched_off_still_streams(fleet: Fleet) -> None:
@@ -262,15 +259,12 @@ async def test_a_node_with_every_slow_fact_switched_off_still_streams(fleet: Fle
     source = SshSource(cluster_of(config), config.poll, time.time)
     for name in [n for n, spec in source.commands.items() if not spec.stream]:
         del source.commands[name]
-    await source.start()
-    try:
+    async with started(source):
         names = answering(fleet)
         nodes = await wait_for(source, lambda ns: all(ns[n].gpus for n in names))
         assert all(not nodes[n].facts and not nodes[n].fact_errors for n in names)
         stamps = {n: nodes[n].sampled_at_s or 0.0 for n in names}
         await wait_for(source, lambda ns: all((ns[n].sampled_at_s or 0) > stamps[n] for n in names), 5)
-    finally:
-        await source.close()
 
 
 async def test_a_node_that_prints_the_same_slow_fact_again_is_not_parsed_again(fleet: Fleet) -> None:
@@ -284,9 +278,8 @@ async def test_a_node_that_prints_the_same_slow_fact_again_is_not_parsed_again(f
         "metrics": source.commands["metrics"],
         "ibstat": dataclasses.replace(spec, interval_s=0.1),
     }
-    await source.start()
-    runs_by_node = count_fact_runs(source)
-    try:
+    async with started(source):
+        runs_by_node = count_fact_runs(source)
         names = answering(fleet)
         first = await wait_for(source, lambda ns: all(ns[n].ib_ports for n in names))
         await asyncio.sleep(1.5)
@@ -296,8 +289,6 @@ async def test_a_node_that_prints_the_same_slow_fact_again_is_not_parsed_again(f
         assert source.parse_cache.misses <= len(names) + 2, (source.parse_cache.misses, runs)
         # the same parsed value, so the ports derived from it are not made again either
         assert all(last[n].ib_ports is first[n].ib_ports for n in names)
-    finally:
-        await source.close()
 
 
 async def test_a_node_whose_nvidia_smi_has_not_printed_yet_says_it_is_connected_and_waiting(
@@ -307,20 +298,16 @@ async def test_a_node_whose_nvidia_smi_has_not_printed_yet_says_it_is_connected_
     victim = answering(fleet)[3]
     fleet.faults.set(victim, Fault.STALL_COMMAND)  # connects, then nvidia-smi never prints
     source = SshSource(cluster_of(config), config.poll, time.time)
-    await source.start()
-    try:
+    async with started(source):
         nodes = await wait_for(source, lambda ns: ns[victim].error != "connecting")
         assert nodes[victim].error == "connected, waiting for nvidia-smi's first output"
         assert nodes[victim].reachability is Reachability.DOWN and not nodes[victim].gpus
-    finally:
-        await source.close()
 
 
 async def test_each_gpu_sample_carries_the_processes_nvidia_smi_lists_for_its_uuid(fleet: Fleet) -> None:
     config = fast(load_config(fleet.config_path))
     source = SshSource(cluster_of(config), config.poll, time.time)
-    await source.start()
-    try:
+    async with started(source):
         nodes = await wait_for(source, lambda ns: any(g.processes for n in ns.values() for g in n.gpus))
         name = next(n for n, node in nodes.items() if any(g.processes for g in node.gpus))
         spec = source.commands["processes"]
@@ -338,8 +325,6 @@ async def test_each_gpu_sample_carries_the_processes_nvidia_smi_lists_for_its_uu
 
         source.refresh()  # the processes fact runs again now: the samples catch up with the listing
         await wait_for(source, lambda ns: shown(ns) == expected, timeout_s=10)
-    finally:
-        await source.close()
 
 
 async def test_a_refresh_that_lands_while_the_node_is_busy_is_taken_by_its_next_sleep(fleet: Fleet) -> None:
@@ -356,15 +341,11 @@ async def test_a_refresh_that_lands_while_the_node_is_busy_is_taken_by_its_next_
 
 
 def test_a_node_whose_processes_changed_after_its_gpus_were_read_shows_the_new_ones_at_once() -> None:
-    from gputop.core.config import PollConfig
     from gputop.core.models import GpuProcess
-    from gputop.sources.commands import default_commands
     from gputop.sources.ssh import node_sample
     from tests.test_metrics_stream import line
 
-    cluster = ClusterConfig(name="c", node_names=("n1",))
-    settings = link_settings(cluster, PollConfig())
-    link = NodeLink("n1", settings, default_commands(), time.time, asyncio.Semaphore(1))
+    link = offline_link()
     gpu0, gpu1 = "GPU-00000000-0000-0000-0000-000000000000", "GPU-00000001-0000-0000-0000-000000000000"
     old = (GpuProcess(1, "old", 100.0),)
     link.processes_by_uuid = link.assembler.processes = {gpu0: old}
@@ -382,14 +363,11 @@ def test_a_node_whose_processes_changed_after_its_gpus_were_read_shows_the_new_o
 
 
 def test_samples_share_their_facts_until_a_fact_or_a_fact_error_changes() -> None:
-    from gputop.core.config import PollConfig
-    from gputop.sources.commands import default_commands
     from gputop.sources.ssh import node_sample
     from tests.test_metrics_stream import line
 
-    cluster = ClusterConfig(name="c", node_names=("n1",))
-    commands = default_commands()
-    link = NodeLink("n1", link_settings(cluster, PollConfig()), commands, time.time, asyncio.Semaphore(1))
+    link = offline_link()
+    commands = link.commands
     link._take_fact(commands["gpu_list"], b"GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-0)\n", b"", 0)
     first = node_sample(link, 1)
     link.assembler.feed(line(0))
@@ -425,9 +403,8 @@ def count_rounds(source: SshSource) -> list[tuple[str, tuple[str, ...]]]:
 async def test_a_nodes_slow_facts_due_together_run_in_one_exec(fleet: Fleet) -> None:
     config = fast(load_config(fleet.config_path))
     source = SshSource(cluster_of(config), config.poll, time.time)
-    await source.start()
-    rounds = count_rounds(source)
-    try:
+    async with started(source):
+        rounds = count_rounds(source)
         up = answering(fleet)
         await wait_for(source, lambda ns: all(ns[n].gpus for n in up))
         source.refresh()  # every fact is due at once
@@ -444,8 +421,6 @@ async def test_a_nodes_slow_facts_due_together_run_in_one_exec(fleet: Fleet) -> 
         assert set(whole[0][:2]) == {"ibstat", "xid"}, whole[0]
         assert all(source.links[n]._batches for n in up)
         assert not any(nodes[n].fact_errors for n in up), {n: nodes[n].fact_errors for n in up}
-    finally:
-        await source.close()
 
 
 async def test_a_node_whose_shell_does_not_run_the_batch_gets_its_facts_one_exec_each(
@@ -456,35 +431,27 @@ async def test_a_node_whose_shell_does_not_run_the_batch_gets_its_facts_one_exec
     monkeypatch.setattr(responder, "parse_batch_script", lambda script: None)  # "sh: 1: sh: not found"
     config = fast(load_config(fleet.config_path))
     source = SshSource(cluster_of(config), config.poll, time.time)
-    await source.start()
-    try:
+    async with started(source):
         name = answering(fleet)[0]
         await wait_for(source, lambda ns: bool(ns[name].gpus))
         source.refresh()
         nodes = await wait_for(source, lambda ns: bool(ns[name].ib_ports) and "topology" in ns[name].facts)
         assert not source.links[name]._batches
         assert not nodes[name].fact_errors, nodes[name].fact_errors
-    finally:
-        await source.close()
 
 
 async def test_a_sleep_without_a_refresh_runs_its_time_and_a_refresh_ends_one_that_waits_for_it() -> None:
-    from gputop.core.config import PollConfig
-    from gputop.sources.commands import default_commands
 
-    cluster = ClusterConfig(name="c", node_names=("n1",))
-    link = NodeLink(
-        "n1", link_settings(cluster, PollConfig()), default_commands(), time.time, asyncio.Semaphore(1)
-    )
-    started = time.monotonic()
+    link = offline_link()
+    slept_from = time.monotonic()
     assert await link._sleep_or_wake(0.2) is False
-    assert time.monotonic() - started >= 0.19
+    assert time.monotonic() - slept_from >= 0.19
     forever = asyncio.create_task(link._sleep_or_wake(None))
     await asyncio.sleep(0.05)
     assert not forever.done()
     link.refresh()
     assert await asyncio.wait_for(forever, 1.0) is True
-    assert link._waiter is None, "a sleep leaves nothing behind"
+    assert link._sleep.waiter is None, "a sleep leaves nothing behind"
 
 
 @pytest.mark.parametrize("fault", [Fault.NO_NVIDIA_SMI, Fault.DRIVER_ERROR])
@@ -497,18 +464,17 @@ async def test_a_node_whose_nvidia_smi_fails_keeps_its_connection_and_still_show
     victim = answering(fleet)[1]
     fleet.faults.set(victim, fault)
     source = SshSource(cluster_of(config), config.poll, time.time)
-    await source.start()
-    connects = 0
-    link = source.links[victim]
-    original = link._connect
+    async with started(source):
+        connects = 0
+        link = source.links[victim]
+        original = link._connect
 
-    async def counted() -> object:
-        nonlocal connects
-        connects += 1
-        return await original()
+        async def counted() -> object:
+            nonlocal connects
+            connects += 1
+            return await original()
 
-    link._connect = counted  # type: ignore[method-assign]
-    try:
+        link._connect = counted  # type: ignore[method-assign]
         await wait_for(source, lambda ns: ns[victim].error not in (None, "connecting") and link.connected)
         source.refresh()  # the facts now, not after their spread-out first delay
         nodes = await wait_for(
@@ -518,5 +484,3 @@ async def test_a_node_whose_nvidia_smi_fails_keeps_its_connection_and_still_show
         assert node.reachability is Reachability.DOWN and node.gpus == ()
         assert ("not installed" if fault is Fault.NO_NVIDIA_SMI else "lost") in (node.error or ""), node.error
         assert link.connected and connects <= 1, "the stream restarts on the same connection"
-    finally:
-        await source.close()

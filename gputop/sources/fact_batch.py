@@ -28,11 +28,25 @@ from typing import Final
 
 _NONCE_HEX: Final = 16
 _NONCE = re.compile(rf"^gputop-[0-9a-f]{{{_NONCE_HEX}}}$")
-# One command of a script as batch_command_line writes it (parsed back by parse_batch_script).
-_STEP = re.compile(
-    r"printf '\\n%s begin (?P<i>\d+)\\n' (?P<nonce>\S+); printf '\\n%s begin \d+\\n' \S+ >&2; "
-    r"(?P<command>.*?); s=\$\?; printf '\\n%s end \d+ %d\\n' \S+ \"\$s\"; printf '\\n%s end \d+\\n' \S+ >&2"
+# One command of the script: its markers on stdout and stderr around it, its status in the end marker.
+_STEP_TEMPLATE: Final = (
+    "printf '\\n%s begin {i}\\n' {nonce}; printf '\\n%s begin {i}\\n' {nonce} >&2; "
+    "{command}; s=$?; "
+    "printf '\\n%s end {i} %d\\n' {nonce} \"$s\"; printf '\\n%s end {i}\\n' {nonce} >&2"
 )
+
+
+def _step_pattern() -> re.Pattern[str]:
+    """The template as a pattern, for parse_batch_script: the first {i} and {nonce} captured, the later
+    ones required to repeat them."""
+    pattern = re.escape(_STEP_TEMPLATE)
+    for name, group in (("i", r"\d+"), ("nonce", _NONCE.pattern.strip("^$"))):
+        placeholder = re.escape("{" + name + "}")
+        pattern = pattern.replace(placeholder, f"(?P<{name}>{group})", 1).replace(placeholder, f"(?P={name})")
+    return re.compile(pattern.replace(re.escape("{command}"), "(?P<command>.*?)"))
+
+
+_STEP: Final = _step_pattern()
 
 
 def new_nonce() -> str:
@@ -43,13 +57,9 @@ def batch_script(argvs: Sequence[Sequence[str]], nonce: str) -> str:
     """The sh script that runs each argv in turn, framed by markers (what ``sh -c`` gets)."""
     if not _NONCE.match(nonce):
         raise ValueError(f"not a batch nonce: {nonce!r}")
-    steps = []
-    for i, argv in enumerate(argvs):
-        steps.append(
-            f"printf '\\n%s begin {i}\\n' {nonce}; printf '\\n%s begin {i}\\n' {nonce} >&2; "
-            f"{shlex.join(argv)}; s=$?; "
-            f"printf '\\n%s end {i} %d\\n' {nonce} \"$s\"; printf '\\n%s end {i}\\n' {nonce} >&2"
-        )
+    steps = [
+        _STEP_TEMPLATE.format(i=i, nonce=nonce, command=shlex.join(argv)) for i, argv in enumerate(argvs)
+    ]
     return "\n".join(steps)  # a command per line: what a reader of `ps` or the node's logs sees
 
 
@@ -68,9 +78,7 @@ def parse_batch_script(script: str) -> tuple[str, tuple[str, ...]] | None:
             return None
         nonce = match["nonce"]
         commands.append(match["command"])
-    if nonce is None or not _NONCE.match(nonce):
-        return None
-    return nonce, tuple(commands)
+    return (nonce, tuple(commands)) if nonce is not None else None
 
 
 def begin_marker(nonce: str, i: int) -> bytes:

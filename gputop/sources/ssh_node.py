@@ -14,7 +14,7 @@ import dataclasses
 import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 from gputop.core.models import GpuProcess, GpuSample
 from gputop.core.parsers.common import ParseFailure, as_text
@@ -115,8 +115,8 @@ class NodeLink:
         self.version = 0  # bumps whenever what the node shows changes
         self.facts_version = 0  # bumps whenever a fact or a fact error changes
         self._wake_pending = False  # a refresh that no sleep has taken yet
-        self._waiter: asyncio.Future[None] | None = None  # what the current sleep awaits
-        self._stream_waiter: asyncio.Future[None] | None = None  # what a stream's restart awaits
+        self._sleep = Sleeper()  # the fact loop's, and between connections
+        self._stream_sleep = Sleeper()  # before a stream starts again (while the fact loop sleeps too)
         self._conn: Any = None
 
     # -- control --------------------------------------------------------------------------------------
@@ -124,9 +124,8 @@ class NodeLink:
         """Retry a failed node now, and rerun the slow commands, instead of waiting for their timers."""
         # taken by the next sleep, so one that lands while nothing sleeps is not lost
         self._wake_pending = True
-        for waiter in (self._waiter, self._stream_waiter):
-            if waiter is not None:
-                _settle(waiter)
+        self._sleep.wake()
+        self._stream_sleep.wake()
 
     async def run(self) -> None:
         backoff_s = self.settings.backoff_initial_s
@@ -188,12 +187,10 @@ class NodeLink:
                     return Failure(str(silent), retry=True)
                 except StreamEnded as stream_ended:
                     ended = str(stream_ended)
-                else:  # _stream always says why it ended; kept for the type checker
-                    ended = "metrics stream ended"
                 if self.sampled_at_s != sampled_before:
                     backoff_s = self.settings.backoff_initial_s  # it streamed: a new failure
                 self._set_error(ended)
-                await self._stream_backoff(backoff_s * random.uniform(0.8, 1.2))  # noqa: S311
+                await self._stream_sleep.sleep(backoff_s * random.uniform(0.8, 1.2))  # noqa: S311
                 backoff_s = min(self.settings.backoff_max_s, backoff_s * 2)
         except asyncio.CancelledError:
             raise
@@ -205,18 +202,7 @@ class NodeLink:
             conn.close()
             self._conn = None
 
-    async def _stream_backoff(self, seconds: float) -> None:
-        """Waits before the stream starts again; a refresh cuts it short. Its own waiter: the facts loop
-        sleeps at the same time on the other."""
-        woken = self._stream_waiter = asyncio.get_running_loop().create_future()
-        timer = asyncio.get_running_loop().call_later(seconds, _settle, woken)
-        try:
-            await woken
-        finally:
-            self._stream_waiter = None
-            timer.cancel()
-
-    async def _stream(self, conn: Any) -> None:
+    async def _stream(self, conn: Any) -> NoReturn:
         # asyncssh loads only when SSH is used
         from gputop.sources.ssh_stream import StreamSilent, run_line_stream
 
@@ -292,7 +278,12 @@ class NodeLink:
         one after another (gputop.sources.fact_batch). Facts that start together stay together, since
         their cadences are multiples of each other: a node costs one exec per round, not one per fact."""
         loop = asyncio.get_running_loop()
-        specs = [spec for spec in self.commands.values() if not spec.stream]
+        # nvidia-smi last in every round: a wedged driver hangs every nvidia-smi, and the IB ports and
+        # the Xid log, which tell what went wrong, must not wait behind it
+        specs = sorted(
+            (spec for spec in self.commands.values() if not spec.stream),
+            key=lambda spec: is_nvidia_smi(strip_sudo(spec.argv)),
+        )
         if not specs:
             return  # a site switched every slow fact off
         # Spread the first rounds so a thousand nodes do not all run topo -m in the same second.
@@ -314,9 +305,6 @@ class NodeLink:
                     memory_then[spec.name], ran_at_s[spec.name] = self._memory_by_gpu(), self.now()
                 round_specs.append(spec)
             if round_specs:
-                # nvidia-smi last: a wedged driver hangs every nvidia-smi, and the IB ports and the Xid
-                # log, which tell what went wrong, must not wait behind it
-                round_specs.sort(key=lambda spec: is_nvidia_smi(strip_sudo(spec.argv)))
                 await self._run_round(conn, round_specs)
 
     def _quiet(self, spec: CommandSpec, memory_then: dict[int, float] | None, ran_at_s: float | None) -> bool:
@@ -335,17 +323,7 @@ class NodeLink:
         """Sleeps (None: until a refresh); True when a refresh cut the sleep short, or was pending when
         it began. The refresh is taken: the next sleep runs its full time."""
         if not self._wake_pending:
-            # A future and a timer, not asyncio.wait_for: a thousand nodes sleep between their rounds of
-            # facts, and wait_for paid each time for a task, a cancellation and an exception.
-            loop = asyncio.get_running_loop()
-            woken = self._waiter = loop.create_future()
-            timer = None if seconds is None else loop.call_later(seconds, _settle, woken)
-            try:
-                await woken
-            finally:
-                self._waiter = None
-                if timer is not None:
-                    timer.cancel()
+            await self._sleep.sleep(seconds)
             if not self._wake_pending:
                 return False
         self._wake_pending = False
@@ -444,6 +422,33 @@ class NodeLink:
             self.fact_errors[spec.name] = reason
             self.facts_version += 1
             self.version += 1
+
+
+class Sleeper:
+    """A sleep that wake() cuts short. A future and a timer, not asyncio.wait_for: a thousand nodes
+    sleep between their rounds of facts, and wait_for paid each time for a task, a cancellation and an
+    exception."""
+
+    __slots__ = ("waiter",)
+
+    def __init__(self) -> None:
+        self.waiter: asyncio.Future[None] | None = None  # while it sleeps
+
+    async def sleep(self, seconds: float | None) -> None:
+        """Until ``seconds`` have passed (None: until woken) or wake() is called."""
+        loop = asyncio.get_running_loop()
+        woken = self.waiter = loop.create_future()
+        timer = None if seconds is None else loop.call_later(seconds, _settle, woken)
+        try:
+            await woken
+        finally:
+            self.waiter = None
+            if timer is not None:
+                timer.cancel()
+
+    def wake(self) -> None:
+        if self.waiter is not None:
+            _settle(self.waiter)
 
 
 def _settle(future: asyncio.Future[None]) -> None:
