@@ -484,3 +484,25 @@ async def test_a_node_whose_nvidia_smi_fails_keeps_its_connection_and_still_show
         assert node.reachability is Reachability.DOWN and node.gpus == ()
         assert ("not installed" if fault is Fault.NO_NVIDIA_SMI else "lost") in (node.error or ""), node.error
         assert link.connected and connects <= 1, "the stream restarts on the same connection"
+
+
+async def test_the_first_round_of_facts_comes_within_the_shortest_cadence(
+    fleet: Fleet, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import gputop.sources.ssh_node as ssh_node
+
+    monkeypatch.setattr(ssh_node.random, "uniform", lambda low, high: high)  # the latest start it allows
+    config = fast(load_config(fleet.config_path))
+    source = SshSource(cluster_of(config), config.poll, time.time)
+    for name, spec in list(source.commands.items()):
+        if not spec.stream:
+            source.commands[name] = dataclasses.replace(spec, interval_s=0.3)
+    async with started(source):
+        rounds = count_rounds(source)
+        node = answering(fleet)[0]
+        await wait_for(source, lambda ns: source.links[node].connected)
+        connected_at = time.monotonic()
+        while not any(n == node for n, _ in rounds) and time.monotonic() - connected_at < 4.0:
+            await asyncio.sleep(0.02)
+        assert any(n == node for n, _ in rounds), "no round within 4 s"
+        assert time.monotonic() - connected_at < 2.0

@@ -50,8 +50,9 @@ class LinkSettings:
 # timeout applies between lines.
 FIRST_OUTPUT_TIMEOUT_S = 20.0
 
-# A node's first round of slow facts starts this long after it connects at most (spread at random), so a
-# thousand nodes connecting at once do not run every fact in the same second.
+# A node's first round of slow facts starts this long after it connects at most (spread at random, and
+# within the shortest cadence), so a thousand nodes connecting at once do not run every fact in the same
+# second.
 FIRST_ROUND_SPREAD_S = 5.0
 # A fact due this soon after a round starts runs in that round: cadences that drifted apart a little
 # (a refresh, a slow round) join up again instead of costing an exec each.
@@ -286,8 +287,10 @@ class NodeLink:
         )
         if not specs:
             return  # a site switched every slow fact off
-        # Spread the first rounds so a thousand nodes do not all run topo -m in the same second.
-        first_s = loop.time() + random.uniform(0, FIRST_ROUND_SPREAD_S)  # noqa: S311
+        # Spread the first rounds so a thousand nodes do not all run topo -m in the same second; never
+        # over more than the shortest cadence, which would otherwise start late.
+        spread_s = min(FIRST_ROUND_SPREAD_S, *(spec.interval_s for spec in specs))
+        first_s = loop.time() + random.uniform(0, spread_s)  # noqa: S311
         due_at = {s.name: first_s for s in specs}
         memory_then: dict[str, dict[int, float]] = {}  # by fact: GPU memory when it last ran
         ran_at_s: dict[str, float] = {}
