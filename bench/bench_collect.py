@@ -559,12 +559,14 @@ async def cancel_leftovers(exclude: set[asyncio.Task[Any]] | None = None) -> dic
 
 # -- counting the slow facts gputop runs ------------------------------------------------------------------
 class FactCounter:
-    """Counts the slow-fact commands the links run, and the execs they run in (a wrapper on each live
-    link's `_run_round`: the facts due together run in one exec, or one exec each)."""
+    """Counts the slow-fact commands the links run, the rounds they run in (a wrapper on each live
+    link's `_run_round`: the facts due together run as one script in the node's fact shell), and the
+    execs of nodes that run no script (one exec a fact)."""
 
     def __init__(self) -> None:
         self.active = False
         self.runs: dict[str, int] = {}
+        self.rounds = 0
         self.execs = 0
 
     def install(self, links: Iterable[NodeLink]) -> None:
@@ -583,7 +585,10 @@ class FactCounter:
                 if counter.active:
                     for spec in specs:
                         counter.runs[spec.name] = counter.runs.get(spec.name, 0) + 1
-                    counter.execs += 1 if _link._batches else len(specs)
+                    if _link._scripts:
+                        counter.rounds += 1
+                    else:
+                        counter.execs += len(specs)
                 await _original(conn, specs)
 
             link._run_round = run_round  # type: ignore[method-assign]
@@ -740,6 +745,7 @@ class StreamResult:
     connect_wall_s: float = math.nan
     window: Window = dataclasses.field(default_factory=Window)
     facts: dict[str, int] = dataclasses.field(default_factory=dict)
+    fact_rounds: int = 0
     fact_execs: int = 0
     rss_mb: float = math.nan
     hwm_mb: float = math.nan
@@ -846,6 +852,7 @@ async def stream_phase(
     result.window = await measure_window(seconds, fleet, recorder, probe)
     facts.active = False
     result.facts = dict(facts.runs)
+    result.fact_rounds = facts.rounds
     result.fact_execs = facts.execs
     result.rss_mb = proc_status_kib("VmRSS") / 1024
     result.hwm_mb = proc_status_kib("VmHWM") / 1024
@@ -1105,9 +1112,12 @@ def report(
             note=", ".join(f"{k} {v}" for k, v in sorted(s.facts.items())) or "none",
         ),
         Row(
-            "   execs they ran in (facts due together share one)",
-            s.fact_execs / w.wall_s if w.wall_s else 0,
+            "   rounds they ran in (facts due together, one script in the node's shell)",
+            s.fact_rounds / w.wall_s if w.wall_s else 0,
             "/s",
+            note=f"and {s.fact_execs / w.wall_s:.0f} execs/s of nodes without a fact shell"
+            if s.fact_execs and w.wall_s
+            else "",
         ),
         Row("   event-loop lag (100 ms timer), p99", ms(w.lags, 99), "ms"),
         Row("   event-loop lag, max", ms(w.lags, 100), "ms"),

@@ -237,24 +237,32 @@ def free_port() -> int:
     return port
 
 
-async def test_a_batch_of_facts_runs_in_the_nodes_real_shell_and_times_out_the_command_that_hangs(
+async def test_rounds_of_facts_run_in_the_nodes_real_shell_and_the_command_that_hangs_is_timed_out(
     real_sshd: RealSshd,  # noqa: F811
 ) -> None:
-    from gputop.sources.ssh_batch import run_batch
+    from gputop.sources.ssh_fact_shell import FactShell
 
     node = real_sshd.nodes[0]
     async with asyncssh.connect(
         node, config=[str(real_sshd.ssh_config)], known_hosts=str(real_sshd.known_hosts)
     ) as conn:
-        done = await run_batch(conn, [("ibstat",), ("printf", "%s", "a b")], [20.0, 5.0])
-        assert done.timed_out is None
+        shell = FactShell(conn)
+        done = await shell.run([("ibstat",), ("printf", "%s", "a b")], [20.0, 5.0])
+        assert done.timed_out is None and not done.refused
         assert [s.status for s in done.steps] == [0, 0]
         assert b"CA 'mlx5_0'" in done.steps[0].stdout and done.steps[1].stdout == b"a b"
+        # the next round runs in the same sh: one process, its variables still set
+        first_pid = (await shell.run([("sh", "-c", "echo $PPID")], [5.0])).steps[0].stdout
+        again = await shell.run([("cat",), ("sh", "-c", "echo $PPID")], [5.0, 5.0])
+        assert again.steps[0].stdout == b"", "a command reading stdin reads nothing, not the script"
+        assert again.steps[1].stdout == first_pid
 
-        hung = await run_batch(
-            conn, [("printf", "first"), ("sleep", "30"), ("printf", "never")], [5.0, 1.0, 5.0]
-        )
+        hung = await shell.run([("printf", "first"), ("sleep", "30"), ("printf", "never")], [5.0, 1.0, 5.0])
         assert hung.timed_out == 1
         assert (hung.steps[0].stdout, hung.steps[0].status) == (b"first", 0)
         assert hung.steps[1].started and hung.steps[1].status is None
         assert not hung.steps[2].started
+        # the hung shell was let go: the next round gets a new one, and runs
+        after = await shell.run([("sh", "-c", "echo $PPID")], [5.0])
+        assert after.steps[0].status == 0 and after.steps[0].stdout not in (b"", first_pid)
+        shell.close()

@@ -362,6 +362,18 @@ def test_a_node_whose_processes_changed_after_its_gpus_were_read_shows_the_new_o
     assert [g.processes for g in node_sample(link, 2).gpus] == [(), new]
 
 
+def test_a_node_whose_processes_fact_never_ran_has_its_samples_used_as_read() -> None:
+    from gputop.sources.ssh import node_sample
+    from tests.test_metrics_stream import line
+
+    link = offline_link()  # no processes fact has run (switched off, or failing)
+    link.assembler.feed(line(0))
+    link.assembler.feed(line(1))
+    assert link.assembler.flush()
+    link._publish()
+    assert node_sample(link, 2).gpus is link.gpus, "read with the node's (empty) processes: no rebuild"
+
+
 def test_samples_share_their_facts_until_a_fact_or_a_fact_error_changes() -> None:
     from gputop.sources.ssh import node_sample
     from tests.test_metrics_stream import line
@@ -384,8 +396,7 @@ def test_samples_share_their_facts_until_a_fact_or_a_fact_error_changes() -> Non
 
 
 def count_rounds(source: SshSource) -> list[tuple[str, tuple[str, ...]]]:
-    """(node, the facts in it, in order) for each round of slow facts from now on: a round of several is
-    one exec."""
+    """(node, the facts in it, in order) for each round of slow facts from now on."""
     rounds: list[tuple[str, tuple[str, ...]]] = []
     for link in source.links.values():
         original = link._run_round
@@ -400,7 +411,20 @@ def count_rounds(source: SshSource) -> list[tuple[str, tuple[str, ...]]]:
     return rounds
 
 
-async def test_a_nodes_slow_facts_due_together_run_in_one_exec(fleet: Fleet) -> None:
+async def test_a_nodes_slow_facts_due_together_run_in_one_round_of_its_fact_shell(
+    fleet: Fleet, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gputop.sources import ssh_fact_shell
+
+    shells_started: list[object] = []
+    original = ssh_fact_shell._ShellSession
+
+    class Counted(original):  # type: ignore[valid-type,misc]
+        def __init__(self) -> None:
+            shells_started.append(self)
+            super().__init__()
+
+    monkeypatch.setattr(ssh_fact_shell, "_ShellSession", Counted)
     config = fast(load_config(fleet.config_path))
     source = SshSource(cluster_of(config), config.poll, time.time)
     async with started(source):
@@ -419,16 +443,23 @@ async def test_a_nodes_slow_facts_due_together_run_in_one_exec(fleet: Fleet) -> 
         assert whole, rounds[:5]
         # the commands that do not need nvidia-smi first: a wedged driver must not hold up the IB ports
         assert set(whole[0][:2]) == {"ibstat", "xid"}, whole[0]
-        assert all(source.links[n]._batches for n in up)
+        assert all(source.links[n]._scripts for n in up)
         assert not any(nodes[n].fact_errors for n in up), {n: nodes[n].fact_errors for n in up}
+        # a connection's rounds all run in its one shell
+        source.refresh()
+        deadline = time.monotonic() + 10.0
+        while any(sum(node == n for node, _ in rounds) < 2 for n in up) and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        assert all(sum(node == n for node, _ in rounds) >= 2 for n in up), rounds
+        assert len(shells_started) == len(up)
 
 
-async def test_a_node_whose_shell_does_not_run_the_batch_gets_its_facts_one_exec_each(
+async def test_a_node_whose_shell_does_not_run_the_script_gets_its_facts_one_exec_each(
     fleet: Fleet, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from gputop.sources.fake_fleet import responder
 
-    monkeypatch.setattr(responder, "parse_batch_script", lambda script: None)  # "sh: 1: sh: not found"
+    monkeypatch.setattr(responder, "_SHELLS", ())  # "sh: 1: exec: not found", as a forced command might
     config = fast(load_config(fleet.config_path))
     source = SshSource(cluster_of(config), config.poll, time.time)
     async with started(source):
@@ -436,7 +467,7 @@ async def test_a_node_whose_shell_does_not_run_the_batch_gets_its_facts_one_exec
         await wait_for(source, lambda ns: bool(ns[name].gpus))
         source.refresh()
         nodes = await wait_for(source, lambda ns: bool(ns[name].ib_ports) and "topology" in ns[name].facts)
-        assert not source.links[name]._batches
+        assert not source.links[name]._scripts
         assert not nodes[name].fact_errors, nodes[name].fact_errors
 
 

@@ -1,7 +1,8 @@
 """What gputop runs on a node, as data: a site can override any entry in its config.
 
 The metrics stream is one long-lived `nvidia-smi --query-gpu ... -lms` per node, read line by line; the
-slow facts are separate commands on the same connection, each on its own cadence and with a timeout.
+slow facts are separate commands on the same connection, each on its own cadence and with a timeout (run
+in rounds by the node's fact shell: gputop.sources.fact_round).
 Bare `nvidia-smi` is never run: on NVSwitch systems it can hang for 15-20 s.
 """
 

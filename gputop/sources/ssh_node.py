@@ -2,7 +2,8 @@
 
 A `NodeLink` runs as one task for as long as gputop watches the node. It connects (through a shared
 semaphore, so a thousand handshakes do not start at once), keeps one streaming nvidia-smi open, runs each
-slow command on its own timer with a timeout, and when anything breaks records why, waits with
+slow command on its own cadence with a timeout (in rounds, through one long-lived shell on the node:
+gputop.sources.ssh_fact_shell), and when anything breaks records why, waits with
 exponential backoff and jitter, and connects again. A failure that retrying cannot fix (a host key or a
 refused key) is shown and left alone until someone asks for a refresh.
 """
@@ -55,7 +56,7 @@ FIRST_OUTPUT_TIMEOUT_S = 20.0
 # second.
 FIRST_ROUND_SPREAD_S = 5.0
 # A fact due this soon after a round starts runs in that round: cadences that drifted apart a little
-# (a refresh, a slow round) join up again instead of costing an exec each.
+# (a refresh, a slow round) join up again instead of costing a round each.
 ROUND_SLACK_S = 2.0
 
 # Without these a row cannot be placed or named: a driver that rejects one is not worked around.
@@ -99,12 +100,14 @@ class NodeLink:
         self.now = now
         self.handshakes = handshakes
         self.stream_spec = next(c for c in commands.values() if c.stream)
-        fields = _stream_fields(self.stream_spec)
-        self.assembler = MetricsAssembler(fields, settings.expected_gpus)
         self.gpus: tuple[GpuSample, ...] = ()
-        # The processes fact by GPU UUID, and the mapping `gpus` was read with (None: a mix of two).
+        # The processes fact by GPU UUID, and the mapping `gpus` was read with (None: a mix of two). The
+        # assembler reads with the same mapping from the start: a node whose processes fact never runs
+        # (switched off, failing) would otherwise have its samples joined again at every tick.
         self.processes_by_uuid: ProcessesByUuid = {}
         self.gpus_processes: ProcessesByUuid | None = self.processes_by_uuid
+        fields = _stream_fields(self.stream_spec)
+        self.assembler = MetricsAssembler(fields, settings.expected_gpus, processes=self.processes_by_uuid)
         self.sampled_at_s: float | None = None
         self.facts: dict[str, Any] = {}  # parsed slow facts by command name
         self.fact_errors: dict[str, str] = {}
@@ -112,7 +115,8 @@ class NodeLink:
         self._fact_texts: dict[str, tuple[str, str]] = {}  # by fact: the output self.facts was parsed from
         self.error: str | None = None
         self.connected = False
-        self._batches = True  # facts due together run in one exec, until the node shows it cannot
+        self._scripts = True  # rounds run in the node's fact shell, until the node shows it cannot
+        self._shell: Any = None  # the connection's FactShell (gputop.sources.ssh_fact_shell)
         self.version = 0  # bumps whenever what the node shows changes
         self.facts_version = 0  # bumps whenever a fact or a fact error changes
         self._wake_pending = False  # a refresh that no sleep has taken yet
@@ -275,9 +279,18 @@ class NodeLink:
 
     # -- slow facts -----------------------------------------------------------------------------------
     async def _facts(self, conn: Any) -> None:
-        """Runs the slow facts in rounds: every fact due (or due within ROUND_SLACK_S) runs in one exec,
-        one after another (gputop.sources.fact_batch). Facts that start together stay together, since
-        their cadences are multiples of each other: a node costs one exec per round, not one per fact."""
+        """Runs the slow facts in rounds: every fact due (or due within ROUND_SLACK_S) runs in one
+        script, one after another, in the connection's fact shell (gputop.sources.fact_round). Facts that
+        start together stay together, since their cadences are multiples of each other."""
+        from gputop.sources.ssh_fact_shell import FactShell  # asyncssh loads only when SSH is used
+
+        self._shell = FactShell(conn)
+        try:
+            await self._fact_rounds(conn)
+        finally:
+            self._shell.close()
+
+    async def _fact_rounds(self, conn: Any) -> None:
         loop = asyncio.get_running_loop()
         # nvidia-smi last in every round: a wedged driver hangs every nvidia-smi, and the IB ports and
         # the Xid log, which tell what went wrong, must not wait behind it
@@ -333,13 +346,11 @@ class NodeLink:
         return True
 
     async def _run_round(self, conn: Any, specs: list[CommandSpec]) -> None:
-        if len(specs) == 1 or not self._batches:
+        if not self._scripts:
             await asyncio.gather(*(self._run_fact(conn, spec) for spec in specs))
             return
-        from gputop.sources.ssh_batch import run_batch  # asyncssh loads only when SSH is used
-
         try:
-            result = await run_batch(conn, [s.argv for s in specs], [s.timeout_s for s in specs])
+            result = await self._shell.run([s.argv for s in specs], [s.timeout_s for s in specs])
         except asyncio.CancelledError:
             raise
         except Exception as err:
@@ -347,10 +358,10 @@ class NodeLink:
             for spec in specs:
                 self._fact_failed(spec, reason)
             return
-        if result.timed_out is None and not result.steps[0].started:
+        if result.refused:
             # The node did not run the script (a restricted shell, a forced command): its facts go one
             # exec each from now on.
-            self._batches = False
+            self._scripts = False
             await self._run_round(conn, specs)
             return
         for i, (spec, step) in enumerate(zip(specs, result.steps, strict=True)):
@@ -360,10 +371,10 @@ class NodeLink:
                 self._fact_failed(spec, f"{spec.argv[0]} did not finish within {spec.timeout_s:g}s")
             elif result.timed_out is not None and i > result.timed_out:
                 hung = specs[result.timed_out]
-                reason = f"not run: {hung.name} ran before it in the same exec and did not finish"
+                reason = f"not run: {hung.name} ran before it in the same round and did not finish"
                 self._fact_failed(spec, reason)
             else:
-                self._fact_failed(spec, f"{spec.argv[0]} was cut off (the session ended while it ran)")
+                self._fact_failed(spec, f"{spec.argv[0]} was cut off (its shell ended while it ran)")
 
     async def _run_fact(self, conn: Any, spec: CommandSpec) -> None:
         import asyncssh

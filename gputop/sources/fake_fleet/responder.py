@@ -19,7 +19,7 @@ from gputop.core.models import GpuSample, NodeSample, XidEvent
 from gputop.core.parsers.nvlink import NvlinkStatus
 from gputop.core.parsers.topo import Topology
 from gputop.sources.commands import QUERY_GPU_FIELDS, default_commands, metrics_stream
-from gputop.sources.fact_batch import batch_output, parse_batch_script
+from gputop.sources.fact_round import SHELL_COMMAND, parse_script_line, step_output
 from gputop.sources.fake_fleet import formats
 from gputop.sources.fake_fleet.faults import OLD_DRIVER_LACKS, Fault, Faults
 from gputop.sources.fake_fleet.topology import topology_text
@@ -72,14 +72,14 @@ class Unknown:
 
 
 @dataclass(frozen=True, slots=True)
-class Batch:
-    """gputop's ``sh -c`` script of several slow facts (gputop.sources.fact_batch), run one by one."""
-
-    nonce: str
-    command_lines: tuple[str, ...]
+class Shell:
+    """gputop's fact shell (gputop.sources.fact_round): ``sh`` reading the rounds' scripts from stdin."""
 
 
-Command = OneShot | Stream | NvidiaSmi | Unknown | Batch
+Command = OneShot | Stream | NvidiaSmi | Unknown | Shell
+
+
+_SHELLS: Final = (tuple(shlex.split(SHELL_COMMAND)), ("sh",))
 
 
 def _not_found(word: str) -> Reply:
@@ -95,10 +95,8 @@ def parse_command(command_line: str) -> Command:
         return Unknown(Reply(stderr=message, exit_status=SHELL_SYNTAX_EXIT_STATUS))
     if not argv:
         return Unknown(Reply())
-    if len(argv) == 3 and argv[:2] == ("sh", "-c"):
-        script = parse_batch_script(argv[2])
-        if script is not None:
-            return Batch(*script)
+    if argv in _SHELLS:
+        return Shell()
     name = _ONE_SHOT.get(argv)
     if name is not None:
         return OneShot(name, argv)
@@ -275,22 +273,22 @@ class Responder:
             return Reply(formats.journal_kernel_lines(node, recent).encode())
         return _not_found(command.argv[0])  # a command gputop gained that this fleet does not play yet
 
-    def batch(self, node: str, batch: Batch) -> Reply:
-        """What sh prints for gputop's script: each command's answer, framed by the script's markers."""
-        outputs = []
-        for line in batch.command_lines:
-            command = parse_command(line)
-            if isinstance(command, OneShot):
-                reply = self.answer(node, command)
-            elif isinstance(command, NvidiaSmi):
-                reply = self.nvidia_smi(node, command)
-            elif isinstance(command, Unknown):
-                reply = command.reply
-            else:  # a stream or a script inside a script: gputop sends neither
-                reply = _not_found(shlex.split(line)[0])
-            outputs.append((reply.stdout, reply.stderr, reply.exit_status))
-        stdout, stderr = batch_output(batch.nonce, outputs)
-        return Reply(stdout, stderr)
+    def shell_line(self, node: str, line: str) -> tuple[bytes, bytes]:
+        """(stdout, stderr) that the node's sh prints for one line of its input: a step of gputop's
+        round script, its command's answer framed by the step's markers; any other line, its answer."""
+        step = parse_script_line(line)
+        command = parse_command(line if step is None else step[2])
+        if isinstance(command, OneShot):
+            reply = self.answer(node, command)
+        elif isinstance(command, NvidiaSmi):
+            reply = self.nvidia_smi(node, command)
+        elif isinstance(command, Unknown):
+            reply = command.reply
+        else:  # a stream or a shell inside the shell: gputop sends neither
+            reply = _not_found(shlex.split(line)[0])
+        if step is None:
+            return reply.stdout, reply.stderr
+        return step_output(step[0], step[1], reply.stdout, reply.stderr, reply.exit_status)
 
     def nvidia_smi(self, node: str, command: NvidiaSmi) -> Reply:
         """An nvidia-smi command line run on the simulator's state of ``node`` (MIG listings and changes)."""

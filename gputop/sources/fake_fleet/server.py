@@ -24,11 +24,11 @@ import asyncssh
 from gputop.sources.fake_fleet.faults import Fault, Faults
 from gputop.sources.fake_fleet.responder import (
     NVIDIA_SMI,
-    Batch,
     NvidiaSmi,
     OneShot,
     Reply,
     Responder,
+    Shell,
     Stream,
     Unknown,
     old_driver_lacks,
@@ -163,6 +163,11 @@ class _NodeSession(asyncssh.SSHServerSession[bytes]):
         self._dies_in: int | None = None
         self._columns: tuple[int, ...] | None = None
         self._closed = False
+        # gputop's fact shell: what it was sent and has not answered yet, and the task answering it
+        self._shell_started = False
+        self._shell_input = bytearray()
+        self._shell_eof = False
+        self._answering: asyncio.Task[None] | None = None
 
     # ---- asyncssh callbacks
 
@@ -180,7 +185,16 @@ class _NodeSession(asyncssh.SSHServerSession[bytes]):
     def session_started(self) -> None:
         self._task = asyncio.ensure_future(self._start())
 
+    def data_received(self, data: bytes, datatype: asyncssh.DataType) -> None:
+        # Kept for a shell (which may not have started yet); the other commands leave stdin unread.
+        self._shell_input += data
+        if len(self._shell_input) > MAX_QUEUED_BYTES:
+            del self._shell_input[:-MAX_QUEUED_BYTES]
+        self._answer_shell_lines()
+
     def eof_received(self) -> bool:
+        self._shell_eof = True  # a shell exits once it has run what it read
+        self._answer_shell_lines()
         return True  # stdin closed: like nvidia-smi, keep printing
 
     def signal_received(self, signal: str) -> None:
@@ -191,8 +205,9 @@ class _NodeSession(asyncssh.SSHServerSession[bytes]):
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
         self._stop()
-        if self._task is not None:
-            self._task.cancel()
+        for task in (self._task, self._answering):
+            if task is not None:
+                task.cancel()
         self._core.sessions.discard(self)
 
     # ---- running a command
@@ -261,10 +276,36 @@ class _NodeSession(asyncssh.SSHServerSession[bytes]):
             self._send(core.responder.answer(node, command))
         elif isinstance(command, NvidiaSmi):
             self._send(core.responder.nvidia_smi(node, command))
-        elif isinstance(command, Batch):
-            self._send(core.responder.batch(node, command))
+        elif isinstance(command, Shell):
+            self._shell_started = True
+            self._answer_shell_lines()
         else:
             self._start_stream(command)
+
+    def _answer_shell_lines(self) -> None:
+        if self._shell_started and (self._answering is None or self._answering.done()):
+            self._answering = asyncio.ensure_future(self._run_shell_lines())
+
+    async def _run_shell_lines(self) -> None:
+        """Runs each complete line of the shell's input in turn, as sh does, the node's faults read
+        afresh at every line."""
+        core = self._core
+        while (end := self._shell_input.find(b"\n")) >= 0:
+            if self._closed or self._chan is None or core.faults.has(self._node, Fault.STALL_COMMAND):
+                return  # hangs: the client times the line out and closes the channel
+            if core.faults.has(self._node, Fault.SLOW):
+                await asyncio.sleep(core.faults.slow_delay_s)
+            line = self._shell_input[:end].decode(errors="replace")
+            del self._shell_input[: end + 1]
+            stdout, stderr = core.responder.shell_line(self._node, line)
+            if self._closed or self._chan is None:
+                return
+            if stdout:
+                self._chan.write(stdout)
+            if stderr:
+                self._chan.write_stderr(stderr)
+        if self._shell_eof and self._chan is not None and not self._closed:
+            self._chan.exit(0)
 
     def _start_stream(self, stream: Stream) -> None:
         failed = self._core.responder.failure(self._node, NVIDIA_SMI)

@@ -1,20 +1,23 @@
-"""Several slow facts in one exec: the commands run one after another under ``sh -c``, each framed by
-marker lines that carry its exit status, so each fact gets its own output, error text and status back.
+"""Slow facts in rounds through one long-lived shell: each round is a script of the facts due, run one
+after another, each framed by marker lines that carry its exit status, so each fact gets its own output,
+error text and status back.
 
-An exec costs gputop a channel open, a request and a close (about 0.25 ms of CPU on a thousand-node
-fleet) and costs the node an sshd session. A node's facts fall due together (processes, ibstat and the Xid
-log every 30 s; NVLink and MIG every minute), so one exec per round instead of one per fact cuts both by
-about three.
+gputop keeps one ``sh`` per node (SHELL_COMMAND, started once per connection) and writes each round's
+script to its stdin. An exec would cost gputop a channel open, an exec request, an exit status, an EOF and
+two closes per round (about 1 ms of CPU per round: 3.5 % of a core on a thousand-node fleet, whose nodes
+run a round every 30 s), and would cost the node an sshd session and a shell per round; the shell costs a
+write and the output's packets.
 
-The markers carry a random nonce per batch, so no command's output can end or forge another's frame:
+The markers carry a random nonce per round, so no command's output can end or forge another's frame:
 
     stdout: \\n<nonce> begin 0\\n<output of command 0>\\n<nonce> end 0 <status>\\n ...
     stderr: \\n<nonce> begin 0\\n<errors of command 0>\\n<nonce> end 0\\n ...
 
 The newline before each marker keeps it on a line of its own when a command's output has no final
-newline; that newline is the marker's, not the output's. The script is plain POSIX sh, started by
-``sh -c`` so that a login shell of another family (fish, csh) runs it too. Each command is its argv
-quoted word by word, as a single command is.
+newline; that newline is the marker's, not the output's. The script is plain POSIX sh, run by ``sh`` so
+that a login shell of another family (fish, csh) runs it too. Each command is its argv quoted word by
+word, as a single command is, with its stdin from /dev/null: a command that read its stdin would
+otherwise eat the lines of the script that follow it.
 """
 
 from __future__ import annotations
@@ -31,13 +34,13 @@ _NONCE = re.compile(rf"^gputop-[0-9a-f]{{{_NONCE_HEX}}}$")
 # One command of the script: its markers on stdout and stderr around it, its status in the end marker.
 _STEP_TEMPLATE: Final = (
     "printf '\\n%s begin {i}\\n' {nonce}; printf '\\n%s begin {i}\\n' {nonce} >&2; "
-    "{command}; s=$?; "
+    "{command} </dev/null; s=$?; "
     "printf '\\n%s end {i} %d\\n' {nonce} \"$s\"; printf '\\n%s end {i}\\n' {nonce} >&2"
 )
 
 
 def _step_pattern() -> re.Pattern[str]:
-    """The template as a pattern, for parse_batch_script: the first {i} and {nonce} captured, the later
+    """The template as a pattern, for parse_script_line: the first {i} and {nonce} captured, the later
     ones required to repeat them."""
     pattern = re.escape(_STEP_TEMPLATE)
     for name, group in (("i", r"\d+"), ("nonce", _NONCE.pattern.strip("^$"))):
@@ -48,37 +51,32 @@ def _step_pattern() -> re.Pattern[str]:
 
 _STEP: Final = _step_pattern()
 
+# What gputop execs once per connection: a shell that runs each round's script from its stdin. ``exec``
+# so that a login shell that would fork for it (fish, zsh) leaves one process, not two.
+SHELL_COMMAND: Final = "exec sh"
+
 
 def new_nonce() -> str:
     return f"gputop-{secrets.token_hex(_NONCE_HEX // 2)}"
 
 
-def batch_script(argvs: Sequence[Sequence[str]], nonce: str) -> str:
-    """The sh script that runs each argv in turn, framed by markers (what ``sh -c`` gets)."""
+def round_script(argvs: Sequence[Sequence[str]], nonce: str) -> str:
+    """The sh script that runs each argv in turn, framed by markers: a command per line, each line
+    ending in a newline (the shell reading its stdin runs a line once its newline has come)."""
     if not _NONCE.match(nonce):
-        raise ValueError(f"not a batch nonce: {nonce!r}")
-    steps = [
-        _STEP_TEMPLATE.format(i=i, nonce=nonce, command=shlex.join(argv)) for i, argv in enumerate(argvs)
-    ]
-    return "\n".join(steps)  # a command per line: what a reader of `ps` or the node's logs sees
+        raise ValueError(f"not a round nonce: {nonce!r}")
+    return "".join(
+        _STEP_TEMPLATE.format(i=i, nonce=nonce, command=shlex.join(argv)) + "\n"
+        for i, argv in enumerate(argvs)
+    )
 
 
-def batch_command_line(argvs: Sequence[Sequence[str]], nonce: str) -> str:
-    """The remote command line: ``sh -c <the script>``, quoted for the login shell."""
-    return shlex.join(("sh", "-c", batch_script(argvs, nonce)))
-
-
-def parse_batch_script(script: str) -> tuple[str, tuple[str, ...]] | None:
-    """(nonce, the command lines in order) of a script batch_script wrote; None for any other script."""
-    nonce = None
-    commands: list[str] = []
-    for i, step in enumerate(script.split("\n")):
-        match = _STEP.fullmatch(step)
-        if match is None or int(match["i"]) != i or (nonce is not None and match["nonce"] != nonce):
-            return None
-        nonce = match["nonce"]
-        commands.append(match["command"])
-    return (nonce, tuple(commands)) if nonce is not None else None
+def parse_script_line(line: str) -> tuple[str, int, str] | None:
+    """(nonce, step, the command line) of one line round_script wrote; None for any other line."""
+    match = _STEP.fullmatch(line)
+    if match is None:
+        return None
+    return match["nonce"], int(match["i"]), match["command"]
 
 
 def begin_marker(nonce: str, i: int) -> bytes:
@@ -92,7 +90,7 @@ def end_marker(nonce: str, i: int, status: int | None = None) -> bytes:
 
 @dataclass(frozen=True, slots=True)
 class StepOutput:
-    """What one command of a batch printed; ``status`` None when its end marker never came (the batch
+    """What one command of a round printed; ``status`` None when its end marker never came (the round
     was cut off while it ran, or before it started: then ``started`` is False too)."""
 
     stdout: bytes
@@ -101,8 +99,8 @@ class StepOutput:
     started: bool
 
 
-# Any batch's marker line; a batch reads only those with its own nonce. One pattern for all: a pattern
-# per nonce would be compiled again for every batch (re's cache never sees the same one twice).
+# Any round's marker line; a round reads only those with its own nonce. One pattern for all: a pattern
+# per nonce would be compiled again for every round (re's cache never sees the same one twice).
 MARKER = re.compile(rb"\n(gputop-[0-9a-f]{%d}) (begin|end) (\d+)(?: (-?\d+))?\n" % _NONCE_HEX)
 
 
@@ -126,8 +124,8 @@ def _frames(data: bytes, nonce: str, count: int) -> dict[int, tuple[bytes, int |
     return frames
 
 
-def split_batch_output(stdout: bytes, stderr: bytes, nonce: str, count: int) -> list[StepOutput]:
-    """Each of ``count`` commands' outputs, in order, from a batch's whole stdout and stderr."""
+def split_round_output(stdout: bytes, stderr: bytes, nonce: str, count: int) -> list[StepOutput]:
+    """Each of ``count`` commands' outputs, in order, from a round's whole stdout and stderr."""
     out_frames = _frames(stdout, nonce, count)
     err_frames = _frames(stderr, nonce, count)
     steps = []
@@ -138,11 +136,20 @@ def split_batch_output(stdout: bytes, stderr: bytes, nonce: str, count: int) -> 
     return steps
 
 
-def batch_output(nonce: str, outputs: Sequence[tuple[bytes, bytes, int]]) -> tuple[bytes, bytes]:
-    """(stdout, stderr) of a batch whose commands printed ``outputs`` (stdout, stderr, status): what sh
-    prints for the script, for a fake node to answer with."""
+def step_output(nonce: str, i: int, out: bytes, err: bytes, status: int) -> tuple[bytes, bytes]:
+    """(stdout, stderr) that sh prints for step ``i`` of a round whose command printed ``out`` and
+    ``err`` and exited with ``status``: for a fake node to answer with."""
+    return (
+        begin_marker(nonce, i) + out + end_marker(nonce, i, status),
+        begin_marker(nonce, i) + err + end_marker(nonce, i),
+    )
+
+
+def round_output(nonce: str, outputs: Sequence[tuple[bytes, bytes, int]]) -> tuple[bytes, bytes]:
+    """(stdout, stderr) of a round whose commands printed ``outputs`` (stdout, stderr, status)."""
     stdout, stderr = bytearray(), bytearray()
     for i, (out, err, status) in enumerate(outputs):
-        stdout += begin_marker(nonce, i) + out + end_marker(nonce, i, status)
-        stderr += begin_marker(nonce, i) + err + end_marker(nonce, i)
+        step_out, step_err = step_output(nonce, i, out, err, status)
+        stdout += step_out
+        stderr += step_err
     return bytes(stdout), bytes(stderr)

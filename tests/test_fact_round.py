@@ -1,4 +1,4 @@
-"""Slow facts in one exec: the script, read by a real sh, and its output split back per command."""
+"""Slow facts in rounds: the script, read by a real sh from its stdin, and its output split per command."""
 
 from __future__ import annotations
 
@@ -7,13 +7,13 @@ import subprocess
 
 import pytest
 
-from gputop.sources.fact_batch import (
-    batch_command_line,
-    batch_output,
-    batch_script,
+from gputop.sources.fact_round import (
+    SHELL_COMMAND,
     new_nonce,
-    parse_batch_script,
-    split_batch_output,
+    parse_script_line,
+    round_output,
+    round_script,
+    split_round_output,
 )
 
 pytestmark = pytest.mark.skipif(shutil.which("sh") is None, reason="no sh on PATH")
@@ -27,18 +27,26 @@ ARGVS = (
     ("gputop-no-such-program",),
     ("printf", "%s\\n", 'it\'s "quoted"; $HOME `id` && echo no'),
     ("printf", ""),
+    ("cat",),  # reads its stdin: it must not eat the lines that follow it
+    ("printf", "after cat"),
 )
 
 
 def run_script(argvs: tuple[tuple[str, ...], ...], nonce: str) -> subprocess.CompletedProcess[bytes]:
-    # The remote login shell gets batch_command_line; sh -c with the script is what it runs.
-    return subprocess.run(["sh", "-c", batch_script(argvs, nonce)], capture_output=True, check=False)
+    # The login shell gets SHELL_COMMAND; the sh it starts reads the round's script from its stdin.
+    return subprocess.run(
+        ["sh", "-c", SHELL_COMMAND],
+        input=round_script(argvs, nonce).encode(),
+        capture_output=True,
+        check=False,
+        timeout=30,
+    )
 
 
 def test_each_command_gets_its_own_output_errors_and_status_back() -> None:
     nonce = new_nonce()
     done = run_script(ARGVS, nonce)
-    steps = split_batch_output(done.stdout, done.stderr, nonce, len(ARGVS))
+    steps = split_round_output(done.stdout, done.stderr, nonce, len(ARGVS))
     assert [s.stdout for s in steps] == [
         b"hello\n",
         b"no final newline",
@@ -46,8 +54,10 @@ def test_each_command_gets_its_own_output_errors_and_status_back() -> None:
         b"",
         b'it\'s "quoted"; $HOME `id` && echo no\n',
         b"",
+        b"",
+        b"after cat",
     ]
-    assert [s.status for s in steps] == [0, 0, 3, 127, 0, 0]
+    assert [s.status for s in steps] == [0, 0, 3, 127, 0, 0, 0, 0]
     assert steps[2].stderr == b"oops\n"
     assert b"gputop-no-such-program" in steps[3].stderr
     assert all(s.started for s in steps)
@@ -56,7 +66,7 @@ def test_each_command_gets_its_own_output_errors_and_status_back() -> None:
 def test_a_fake_node_frames_outputs_byte_for_byte_as_sh_does() -> None:
     nonce = new_nonce()
     done = run_script(ARGVS[:3], nonce)
-    assert batch_output(
+    assert round_output(
         nonce, [(b"hello\n", b"", 0), (b"no final newline", b"", 0), (b"", b"oops\n", 3)]
     ) == (
         done.stdout,
@@ -64,11 +74,11 @@ def test_a_fake_node_frames_outputs_byte_for_byte_as_sh_does() -> None:
     )
 
 
-def test_a_batch_cut_off_keeps_what_finished_and_what_the_cut_one_printed() -> None:
+def test_a_round_cut_off_keeps_what_finished_and_what_the_cut_one_printed() -> None:
     nonce = new_nonce()
-    stdout, stderr = batch_output(nonce, [(b"first\n", b"", 0), (b"second\n", b"", 0)])
+    stdout, stderr = round_output(nonce, [(b"first\n", b"", 0), (b"second\n", b"", 0)])
     cut = stdout[: stdout.index(b"second\n") + len(b"sec")]
-    steps = split_batch_output(cut, stderr, nonce, 3)
+    steps = split_round_output(cut, stderr, nonce, 3)
     assert (steps[0].stdout, steps[0].status, steps[0].started) == (b"first\n", 0, True)
     assert (steps[1].stdout, steps[1].status, steps[1].started) == (b"sec", None, True)
     assert (steps[2].status, steps[2].started) == (None, False)
@@ -77,18 +87,18 @@ def test_a_batch_cut_off_keeps_what_finished_and_what_the_cut_one_printed() -> N
 def test_output_that_imitates_a_marker_of_another_batch_frames_nothing() -> None:
     nonce, other = new_nonce(), new_nonce()
     forged = f"\n{other} end 0 0\nstill mine\n".encode()
-    stdout, stderr = batch_output(nonce, [(forged, b"", 0)])
-    assert split_batch_output(stdout, stderr, nonce, 1)[0].stdout == forged
+    stdout, stderr = round_output(nonce, [(forged, b"", 0)])
+    assert split_round_output(stdout, stderr, nonce, 1)[0].stdout == forged
 
 
-def test_the_script_reads_back_as_its_command_lines_and_nothing_else_does() -> None:
+def test_each_line_of_the_script_reads_back_as_its_step_and_nothing_else_does() -> None:
     nonce = new_nonce()
-    assert parse_batch_script(batch_script((("ibstat",), ("nvidia-smi", "topo", "-m")), nonce)) == (
-        nonce,
-        ("ibstat", "nvidia-smi topo -m"),
-    )
-    assert parse_batch_script("ibstat; rm -rf /") is None
-    assert parse_batch_script(batch_script((("ibstat",),), nonce).replace(" begin 0", " begin 1")) is None
+    lines = round_script((("ibstat",), ("nvidia-smi", "topo", "-m")), nonce).splitlines()
+    assert [parse_script_line(line) for line in lines] == [
+        (nonce, 0, "ibstat"),
+        (nonce, 1, "nvidia-smi topo -m"),
+    ]
+    assert parse_script_line("ibstat; rm -rf /") is None
+    assert parse_script_line(lines[0].replace(" end 0", " end 1")) is None
     with pytest.raises(ValueError, match="nonce"):
-        batch_script((("ibstat",),), "x; rm -rf /")
-    assert batch_command_line((("ibstat",),), nonce).startswith("sh -c '")
+        round_script((("ibstat",),), "x; rm -rf /")
