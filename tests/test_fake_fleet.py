@@ -7,6 +7,7 @@ import asyncio
 import dataclasses
 import os
 import re
+import shlex
 import shutil
 import signal
 import stat
@@ -302,6 +303,31 @@ async def test_unknown_command_is_not_found(fleet: Fleet) -> None:
     assert (result.exit_status, result.stdout, result.stderr) == (127, "", "sh: 1: uptime: not found\n")
     under_sudo = await run(fleet, healthy(fleet), "sudo -n reboot")
     assert (under_sudo.exit_status, under_sudo.stderr) == (1, "sudo: reboot: command not found\n")
+
+
+async def test_the_fact_shell_answers_each_round_and_sh_c_frames_a_script_alike(fleet: Fleet) -> None:
+    from gputop.sources.fact_round import SHELL_COMMAND, new_nonce, round_script, split_round_output
+
+    argvs = [("ibstat",), ("nvidia-smi", "-L"), ("uptime",)]
+    async with connect(fleet, healthy(fleet)) as conn:
+        process = await conn.create_process(SHELL_COMMAND, encoding=None)
+        for _ in range(2):  # rounds, one after another, on the one shell
+            nonce = new_nonce()
+            process.stdin.write(round_script(argvs, nonce).encode())
+            out = await process.stdout.readuntil(f"{nonce} end 2 127\n".encode())
+            err = await process.stderr.readuntil(f"{nonce} end 2\n".encode())
+            steps = split_round_output(out, err, nonce, len(argvs))
+            assert [step.status for step in steps] == [0, 0, 127]
+            assert steps[0].stdout.startswith(b"CA 'mlx5_0'") and steps[1].stdout.startswith(b"GPU 0: ")
+            assert steps[2].stderr == b"sh: 1: uptime: not found\n"
+        process.stdin.write_eof()  # sh exits once its input ends
+        assert (await asyncio.wait_for(process.wait(), 5.0)).exit_status == 0
+
+        nonce = new_nonce()
+        once = await conn.run(shlex.join(("sh", "-c", round_script(argvs, nonce))), encoding=None)
+        again = split_round_output(once.stdout, once.stderr, nonce, len(argvs))
+        assert [step.status for step in again] == [0, 0, 127]
+        assert [step.stdout for step in again] == [step.stdout for step in steps]
 
 
 # ---- MIG over SSH --------------------------------------------------------------------------------------

@@ -76,7 +76,14 @@ class Shell:
     """gputop's fact shell (gputop.sources.fact_round): ``sh`` reading the rounds' scripts from stdin."""
 
 
-Command = OneShot | Stream | NvidiaSmi | Unknown | Shell
+@dataclass(frozen=True, slots=True)
+class Script:
+    """``sh -c <script>``: the script's lines run in turn, as by the fact shell."""
+
+    text: str
+
+
+Command = OneShot | Stream | NvidiaSmi | Unknown | Shell | Script
 
 
 _SHELLS: Final = (tuple(shlex.split(SHELL_COMMAND)), ("sh",))
@@ -97,6 +104,8 @@ def parse_command(command_line: str) -> Command:
         return Unknown(Reply())
     if argv in _SHELLS:
         return Shell()
+    if len(argv) == 3 and argv[:2] == ("sh", "-c"):
+        return Script(argv[2])
     name = _ONE_SHOT.get(argv)
     if name is not None:
         return OneShot(name, argv)
@@ -284,11 +293,22 @@ class Responder:
             reply = self.nvidia_smi(node, command)
         elif isinstance(command, Unknown):
             reply = command.reply
+        elif isinstance(command, Script):
+            reply = self.script(node, command)
         else:  # a stream or a shell inside the shell: gputop sends neither
             reply = _not_found(shlex.split(line)[0])
         if step is None:
             return reply.stdout, reply.stderr
         return step_output(step[0], step[1], reply.stdout, reply.stderr, reply.exit_status)
+
+    def script(self, node: str, script: Script) -> Reply:
+        """What ``sh -c`` prints for a script: each line's answer in turn."""
+        stdout, stderr = bytearray(), bytearray()
+        for line in script.text.splitlines():
+            out, err = self.shell_line(node, line)
+            stdout += out
+            stderr += err
+        return Reply(bytes(stdout), bytes(stderr))
 
     def nvidia_smi(self, node: str, command: NvidiaSmi) -> Reply:
         """An nvidia-smi command line run on the simulator's state of ``node`` (MIG listings and changes)."""

@@ -28,6 +28,7 @@ from gputop.sources.fake_fleet.responder import (
     OneShot,
     Reply,
     Responder,
+    Script,
     Shell,
     Stream,
     Unknown,
@@ -276,6 +277,8 @@ class _NodeSession(asyncssh.SSHServerSession[bytes]):
             self._send(core.responder.answer(node, command))
         elif isinstance(command, NvidiaSmi):
             self._send(core.responder.nvidia_smi(node, command))
+        elif isinstance(command, Script):
+            self._send(core.responder.script(node, command))
         elif isinstance(command, Shell):
             self._shell_started = True
             self._answer_shell_lines()
