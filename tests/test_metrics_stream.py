@@ -63,6 +63,35 @@ def test_garbage_and_non_utf8_become_a_reason_not_an_exception() -> None:
     assert assembler.error is None
 
 
+def test_rows_of_numbers_with_the_right_width_are_garbage_not_gpus() -> None:
+    """A broken stream's rows of numbers, as many as the query's columns, must not pass for GPUs with
+    absurd readings (a GPU 15830 at 41990 % and 79 kW)."""
+    width = len(QUERY_GPU_FIELDS)
+    numbers = ", ".join(str(41990 + i) for i in range(width))
+    assembler = MetricsAssembler(QUERY_GPU_FIELDS, expected_gpus=1)
+    for _ in range(GARBAGE_LIMIT):
+        assert not assembler.feed(f"{numbers}\n".encode())
+    assert assembler.complete is None
+    assert assembler.error is not None and "unreadable output" in assembler.error
+    # an index out of any node's range, with a real UUID, is not a GPU either
+    out_of_range = line(0).replace(b"0, GPU-", b"5000, GPU-", 1)
+    assert not MetricsAssembler(QUERY_GPU_FIELDS, expected_gpus=1).feed(out_of_range)
+
+
+def test_a_fake_node_printing_garbage_never_shows_a_gpu() -> None:
+    from gputop.sources.fake_fleet.faults import Faults
+    from gputop.sources.fake_fleet.responder import Responder
+    from gputop.sources.simulator import SimulatedCluster
+
+    cluster = SimulatedCluster(nodes=1, gpus_per_node=8, seed=42, start_time_s=1_800_000_000.0)
+    responder = Responder(cluster, Faults({}))
+    assembler = MetricsAssembler(QUERY_GPU_FIELDS, expected_gpus=8)
+    for _ in range(200):  # 1,600 lines: some are rows of numbers exactly as wide as the query
+        assembler.feed_lines(responder.garbage(8).split(b"\n"))
+        assembler.flush()
+    assert assembler.complete is None, assembler.complete
+
+
 def test_driver_error_text_is_named() -> None:
     assembler = MetricsAssembler(QUERY_GPU_FIELDS, expected_gpus=8)
     assembler.feed(b"Unable to determine the device handle for GPU0000:18:00.0: Unknown Error\n")

@@ -184,8 +184,30 @@ def _to_int(cell: str) -> int | None:
         return None if number is None else int(number)
 
 
+# nvidia-smi numbers a node's GPUs from 0; a row whose index is out of any node's range is not a GPU's.
+MAX_GPU_INDEX: Final = 1023
+
+
 def _to_index(cell: str) -> int:
-    return int(cell)  # a row without its GPU index cannot be placed: let it fail
+    index = int(cell)  # a row without its GPU index cannot be placed: let it fail
+    if not 0 <= index <= MAX_GPU_INDEX:
+        raise ValueError(f"GPU index {index} out of range")
+    return index
+
+
+# Every GPU's UUID reads GPU-<hex groups>, and a MIG device's MIG-...: a row whose UUID column holds
+# anything else is not nvidia-smi's (a broken stream, another program's output) and must not pass for a
+# GPU with absurd readings.
+_UUID_PREFIXES: Final = ("GPU-", "MIG-")
+
+
+def _to_uuid(cell: str) -> str:
+    text = cell.strip()
+    if _is_no_value(text):
+        return ""
+    if not text.startswith(_UUID_PREFIXES):
+        raise ValueError(f"not a GPU UUID: {text[:40]!r}")
+    return text
 
 
 def _to_text(cell: str) -> str:
@@ -231,7 +253,7 @@ _UNMEMOIZED_SLOTS: Final = frozenset({"power_w", "mem_used_mib"})
 
 _CONVERTER_BY_SLOT: Final[dict[str, Callable[[str], Any]]] = {
     "index": _to_index,
-    "uuid": _to_text,
+    "uuid": _to_uuid,
     "name": _to_text,
     "pci_bus_id": _to_optional_text,
     "util_pct": _to_float,
