@@ -265,4 +265,11 @@ async def test_rounds_of_facts_run_in_the_nodes_real_shell_and_the_command_that_
         # the hung shell was let go: the next round gets a new one, and runs
         after = await shell.run([("sh", "-c", "echo $PPID")], [5.0])
         assert after.steps[0].status == 0 and after.steps[0].stdout not in (b"", first_pid)
+
+        # a shell killed in the middle of a round: that round is cut off, and the next one gets a new shell
+        killed = await shell.run([("sh", "-c", "kill -9 $PPID"), ("printf", "never")], [5.0, 5.0])
+        assert killed.timed_out is None and not killed.refused
+        assert killed.steps[0].started and killed.steps[0].status is None and not killed.steps[1].started
+        revived = await shell.run([("sh", "-c", "echo $PPID")], [5.0])
+        assert revived.steps[0].status == 0 and revived.steps[0].stdout not in (b"", after.steps[0].stdout)
         shell.close()

@@ -119,12 +119,13 @@ class FactShell:
         """Runs the commands one after another in the shell; each gets ``timeouts_s[i]`` from when it
         begins. Raises what breaks the connection, or keeps the shell from starting."""
         while True:
-            chan, session = self._chan, self._session
-            fresh = chan is None or session is None or session.ended
-            if chan is None or session is None or session.ended:
+            current = self._current()
+            fresh = current is None
+            if current is None:
                 self.close()
-                chan, session = await self._conn.create_session(_ShellSession, SHELL_COMMAND, encoding=None)
-                self._chan, self._session = chan, session
+                current = await self._conn.create_session(_ShellSession, SHELL_COMMAND, encoding=None)
+                self._chan, self._session = current
+            chan, session = current
             nonce = new_nonce()
             session.begin_round(nonce.encode(), len(argvs))
             try:
@@ -143,6 +144,12 @@ class FactShell:
                     continue  # the shell ended between rounds: once more, in a new one
                 return RoundResult(tuple(steps), None, refused=True)
             return RoundResult(tuple(steps), timed_out)
+
+    def _current(self) -> tuple[asyncssh.SSHClientChannel[bytes], _ShellSession] | None:
+        """The running shell's channel and session; None before the first round and after one ended."""
+        if self._chan is None or self._session is None or self._session.ended:
+            return None
+        return self._chan, self._session
 
     def close(self) -> None:
         if self._chan is not None:
