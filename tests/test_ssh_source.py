@@ -254,6 +254,29 @@ async def test_processes_are_not_asked_again_while_gpu_memory_stays_put(fleet: F
         assert runs.get(link.name, 0) > before
 
 
+def test_the_stream_makes_the_processes_fact_due_once_gpu_memory_moves() -> None:
+    from tests.test_parsers_metrics import stream_line
+
+    link = offline_link()
+
+    def publish(memory_used_mib: int) -> None:
+        link.assembler.feed(f"{stream_line(memory__used=str(memory_used_mib))}\n".encode())
+        assert link.assembler.flush()
+        link._publish()
+
+    publish(1000)
+    link._memory_watches["processes"] = (link._memory_by_gpu(), 0.0, 10.0)  # as after a run; look now
+    publish(1000 + 64)  # moved less than MEM_MOVE_MIB: not due, and looked at again in 10 s
+    assert not link._memory_moved_facts
+    memory_then, next_s, every_s = link._memory_watches["processes"]
+    assert next_s > link.now() + 9 and every_s == 10.0
+    publish(5000)  # moved, but not time to look yet
+    assert not link._memory_moved_facts
+    link._memory_watches["processes"] = (memory_then, 0.0, 10.0)
+    publish(5000)
+    assert link._memory_moved_facts == {"processes"} and "processes" not in link._memory_watches
+
+
 async def test_a_node_with_every_slow_fact_switched_off_still_streams(fleet: Fleet) -> None:
     config = fast(load_config(fleet.config_path))
     source = SshSource(cluster_of(config), config.poll, time.time)

@@ -120,6 +120,11 @@ class NodeLink:
         self.version = 0  # bumps whenever what the node shows changes
         self.facts_version = 0  # bumps whenever a fact or a fact error changes
         self._wake_pending = False  # a refresh that no sleep has taken yet
+        # Quiet facts (the processes) waiting for GPU memory to move, looked at as the stream publishes:
+        # by fact, (GPU memory when it last ran, when to look next, how often to look). Waking every
+        # node's fact loop to look cost more than looking.
+        self._memory_watches: dict[str, tuple[dict[int, float], float, float]] = {}
+        self._memory_moved_facts: set[str] = set()  # watched facts whose memory moved: due at once
         self._sleep = Sleeper()  # the fact loop's, and between connections
         self._stream_sleep = Sleeper()  # before a stream starts again (while the fact loop sleeps too)
         self._conn: Any = None
@@ -268,9 +273,24 @@ class NodeLink:
     def _publish(self) -> None:
         self.gpus = self.assembler.complete or ()
         self.gpus_processes = self.assembler.complete_processes
-        self.sampled_at_s = self.now()
+        self.sampled_at_s = now_s = self.now()
         self.error = None
         self.version += 1
+        if self._memory_watches:
+            self._look_at_memory(now_s)
+
+    def _look_at_memory(self, now_s: float) -> None:
+        """Each watched fact whose time to look has come: due at once if GPU memory moved since it ran
+        (its process list can only have changed if memory did), else looked at again later."""
+        for name, (memory_then, next_s, every_s) in list(self._memory_watches.items()):
+            if now_s < next_s:
+                continue
+            if _memory_moved(memory_then, self._memory_by_gpu()):
+                del self._memory_watches[name]
+                self._memory_moved_facts.add(name)
+                self._sleep.wake()
+            else:
+                self._memory_watches[name] = (memory_then, now_s + every_s, every_s)
 
     def _set_error(self, reason: str) -> None:
         if reason != self.error:
@@ -305,32 +325,27 @@ class NodeLink:
         spread_s = min(FIRST_ROUND_SPREAD_S, *(spec.interval_s for spec in specs))
         first_s = loop.time() + random.uniform(0, spread_s)  # noqa: S311
         due_at = {s.name: first_s for s in specs}
-        memory_then: dict[str, dict[int, float]] = {}  # by fact: GPU memory when it last ran
-        ran_at_s: dict[str, float] = {}
+        self._memory_watches.clear()
+        self._memory_moved_facts.clear()
         while True:
-            woken = await self._sleep_or_wake(max(0.0, min(due_at.values()) - loop.time()))
+            next_due_s = 0.0 if self._memory_moved_facts else min(due_at.values()) - loop.time()
+            woken = await self._sleep_or_wake(max(0.0, next_due_s))
             now = loop.time()
+            moved, self._memory_moved_facts = self._memory_moved_facts, set()
             round_specs = []
             for spec in specs:
-                if due_at[spec.name] > now + ROUND_SLACK_S and not woken:
+                if due_at[spec.name] > now + ROUND_SLACK_S and not woken and spec.name not in moved:
                     continue
-                due_at[spec.name] = now + spec.interval_s
-                if not woken and self._quiet(spec, memory_then.get(spec.name), ran_at_s.get(spec.name)):
-                    continue
-                if spec.quiet_every_s is not None:
-                    memory_then[spec.name], ran_at_s[spec.name] = self._memory_by_gpu(), self.now()
+                if spec.quiet_every_s is None:
+                    due_at[spec.name] = now + spec.interval_s
+                else:
+                    # again after quiet_every_s at the latest; sooner once the stream sees memory move
+                    due_at[spec.name] = now + spec.quiet_every_s
+                    watch = (self._memory_by_gpu(), self.now() + spec.interval_s, spec.interval_s)
+                    self._memory_watches[spec.name] = watch
                 round_specs.append(spec)
             if round_specs:
                 await self._run_round(conn, round_specs)
-
-    def _quiet(self, spec: CommandSpec, memory_then: dict[int, float] | None, ran_at_s: float | None) -> bool:
-        """Whether a run of ``spec`` can be skipped: it skips while GPU memory stays put, and did run
-        less than quiet_every_s ago."""
-        if spec.quiet_every_s is None or memory_then is None or ran_at_s is None:
-            return False
-        return self.now() - ran_at_s < spec.quiet_every_s and not _memory_moved(
-            memory_then, self._memory_by_gpu()
-        )
 
     def _memory_by_gpu(self) -> dict[int, float]:
         return {g.index: g.mem_used_mib or 0.0 for g in self.gpus}
