@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from collections.abc import Sequence
 
 import pytest
 
@@ -11,9 +12,9 @@ from gputop.sources.fact_round import (
     SHELL_COMMAND,
     new_nonce,
     parse_script_line,
-    round_output,
     round_script,
     split_round_output,
+    step_output,
 )
 
 pytestmark = pytest.mark.skipif(shutil.which("sh") is None, reason="no sh on PATH")
@@ -30,6 +31,13 @@ ARGVS = (
     ("cat",),  # reads its stdin: it must not eat the lines that follow it
     ("printf", "after cat"),
 )
+
+
+def round_output(nonce: str, outputs: Sequence[tuple[bytes, bytes, int]]) -> tuple[bytes, bytes]:
+    """(stdout, stderr) of a round whose commands printed ``outputs``, framed as a fake node frames each
+    step."""
+    framed = [step_output(nonce, i, out, err, status) for i, (out, err, status) in enumerate(outputs)]
+    return b"".join(out for out, _ in framed), b"".join(err for _, err in framed)
 
 
 def run_script(argvs: tuple[tuple[str, ...], ...], nonce: str) -> subprocess.CompletedProcess[bytes]:

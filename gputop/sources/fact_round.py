@@ -142,13 +142,3 @@ def step_output(nonce: str, i: int, out: bytes, err: bytes, status: int) -> tupl
         begin_marker(nonce, i) + out + end_marker(nonce, i, status),
         begin_marker(nonce, i) + err + end_marker(nonce, i),
     )
-
-
-def round_output(nonce: str, outputs: Sequence[tuple[bytes, bytes, int]]) -> tuple[bytes, bytes]:
-    """(stdout, stderr) of a round whose commands printed ``outputs`` (stdout, stderr, status)."""
-    stdout, stderr = bytearray(), bytearray()
-    for i, (out, err, status) in enumerate(outputs):
-        step_out, step_err = step_output(nonce, i, out, err, status)
-        stdout += step_out
-        stderr += step_err
-    return bytes(stdout), bytes(stderr)

@@ -15,7 +15,7 @@ import dataclasses
 import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from gputop.core.models import GpuProcess, GpuSample
 from gputop.core.parsers.common import ParseFailure, as_text
@@ -28,6 +28,9 @@ from gputop.sources.parse_cache import ParseCache
 from gputop.sources.ssh_config_index import SshConfigIndex
 from gputop.sources.ssh_connect import connect
 from gputop.sources.ssh_errors import Failure, describe
+
+if TYPE_CHECKING:
+    from gputop.sources.ssh_fact_shell import FactShell  # imports asyncssh, which loads only when used
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,7 +119,7 @@ class NodeLink:
         self.error: str | None = None
         self.connected = False
         self._scripts = True  # rounds run in the node's fact shell, until the node shows it cannot
-        self._shell: Any = None  # the connection's FactShell (gputop.sources.ssh_fact_shell)
+        self._shell: FactShell | None = None  # the connection's, while its fact loop runs
         self.version = 0  # bumps whenever what the node shows changes
         self.facts_version = 0  # bumps whenever a fact or a fact error changes
         self._wake_pending = False  # a refresh that no sleep has taken yet
@@ -304,11 +307,12 @@ class NodeLink:
         start together stay together, since their cadences are multiples of each other."""
         from gputop.sources.ssh_fact_shell import FactShell  # asyncssh loads only when SSH is used
 
-        self._shell = FactShell(conn)
+        self._shell = shell = FactShell(conn)
         try:
             await self._fact_rounds(conn)
         finally:
-            self._shell.close()
+            shell.close()
+            self._shell = None
 
     async def _fact_rounds(self, conn: Any) -> None:
         loop = asyncio.get_running_loop()
@@ -364,6 +368,8 @@ class NodeLink:
         if not self._scripts:
             await asyncio.gather(*(self._run_fact(conn, spec) for spec in specs))
             return
+        if self._shell is None:
+            raise RuntimeError("a round of facts ran outside the fact loop")  # _facts sets the shell
         try:
             result = await self._shell.run([s.argv for s in specs], [s.timeout_s for s in specs])
         except asyncio.CancelledError:

@@ -286,20 +286,25 @@ class Responder:
         """(stdout, stderr) that the node's sh prints for one line of its input: a step of gputop's
         round script, its command's answer framed by the step's markers; any other line, its answer."""
         step = parse_script_line(line)
-        command = parse_command(line if step is None else step[2])
-        if isinstance(command, OneShot):
-            reply = self.answer(node, command)
-        elif isinstance(command, NvidiaSmi):
-            reply = self.nvidia_smi(node, command)
-        elif isinstance(command, Unknown):
-            reply = command.reply
-        elif isinstance(command, Script):
-            reply = self.script(node, command)
-        else:  # a stream or a shell inside the shell: gputop sends neither
+        reply = self.run_once(node, parse_command(line if step is None else step[2]))
+        if reply is None:  # a stream or a shell inside the shell: gputop sends neither
             reply = _not_found(shlex.split(line)[0])
         if step is None:
             return reply.stdout, reply.stderr
         return step_output(step[0], step[1], reply.stdout, reply.stderr, reply.exit_status)
+
+    def run_once(self, node: str, command: Command) -> Reply | None:
+        """The answer of a command that runs once and exits; None for a stream or a shell, which keep
+        running (the server plays those)."""
+        if isinstance(command, OneShot):
+            return self.answer(node, command)
+        if isinstance(command, NvidiaSmi):
+            return self.nvidia_smi(node, command)
+        if isinstance(command, Unknown):
+            return command.reply
+        if isinstance(command, Script):
+            return self.script(node, command)
+        return None
 
     def script(self, node: str, script: Script) -> Reply:
         """What ``sh -c`` prints for a script: each line's answer in turn."""

@@ -24,14 +24,10 @@ import asyncssh
 from gputop.sources.fake_fleet.faults import Fault, Faults
 from gputop.sources.fake_fleet.responder import (
     NVIDIA_SMI,
-    NvidiaSmi,
-    OneShot,
     Reply,
     Responder,
-    Script,
     Shell,
     Stream,
-    Unknown,
     old_driver_lacks,
     parse_command,
     select_columns,
@@ -271,18 +267,13 @@ class _NodeSession(asyncssh.SSHServerSession[bytes]):
             self._send(Reply(stdout=refusal, exit_status=QUERY_REFUSED_EXIT_STATUS))
             return
         command = parse_command(self._command)
-        if isinstance(command, Unknown):
-            self._send(command.reply)
-        elif isinstance(command, OneShot):
-            self._send(core.responder.answer(node, command))
-        elif isinstance(command, NvidiaSmi):
-            self._send(core.responder.nvidia_smi(node, command))
-        elif isinstance(command, Script):
-            self._send(core.responder.script(node, command))
+        reply = core.responder.run_once(node, command)
+        if reply is not None:
+            self._send(reply)
         elif isinstance(command, Shell):
             self._shell_started = True
             self._answer_shell_lines()
-        else:
+        elif isinstance(command, Stream):
             self._start_stream(command)
 
     def _answer_shell_lines(self) -> None:
