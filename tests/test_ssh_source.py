@@ -265,16 +265,19 @@ def test_the_stream_makes_the_processes_fact_due_once_gpu_memory_moves() -> None
         link._publish()
 
     publish(1000)
-    link._memory_watches["processes"] = (link._memory_by_gpu(), 0.0, 10.0)  # as after a run; look now
+    watches = link._memory
+    watches.watch("processes", link._memory_by_gpu(), link.now() - 10.0, 10.0)  # as after a run; look now
     publish(1000 + 64)  # moved less than MEM_MOVE_MIB: not due, and looked at again in 10 s
-    assert not link._memory_moved_facts
-    memory_then, next_s, every_s = link._memory_watches["processes"]
-    assert next_s > link.now() + 9 and every_s == 10.0
+    assert not watches.moved
+    memory_then, next_s, every_s = watches.watches["processes"]
+    assert next_s > link.now() + 9 and every_s == 10.0 and watches.next_look_s == next_s
     publish(5000)  # moved, but not time to look yet
-    assert not link._memory_moved_facts
-    link._memory_watches["processes"] = (memory_then, 0.0, 10.0)
+    assert not watches.moved
+    watches.watch("processes", memory_then, link.now() - 10.0, 10.0)
     publish(5000)
-    assert link._memory_moved_facts == {"processes"} and "processes" not in link._memory_watches
+    assert watches.moved == {"processes"} and "processes" not in watches.watches
+    assert watches.take_moved() == {"processes"} and not watches.moved
+    assert watches.next_look_s == float("inf")  # nothing left to look at: a publish compares one float
 
 
 async def test_a_node_with_every_slow_fact_switched_off_still_streams(fleet: Fleet) -> None:

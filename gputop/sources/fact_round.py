@@ -21,6 +21,7 @@ otherwise eat the lines of the script that follow it.
 
 from __future__ import annotations
 
+import functools
 import re
 import secrets
 import shlex
@@ -59,13 +60,17 @@ def new_nonce() -> str:
     return f"gputop-{secrets.token_hex(_NONCE_HEX // 2)}"
 
 
+# A node's facts are the same few argvs round after round: each is quoted once.
+_quoted = functools.lru_cache(maxsize=1024)(shlex.join)
+
+
 def round_script(argvs: Sequence[Sequence[str]], nonce: str) -> str:
     """The sh script that runs each argv in turn, framed by markers: a command per line, each line
     ending in a newline (the shell reading its stdin runs a line once its newline has come)."""
     if not _NONCE.match(nonce):
         raise ValueError(f"not a round nonce: {nonce!r}")
     return "".join(
-        _STEP_TEMPLATE.format(i=i, nonce=nonce, command=shlex.join(argv)) + "\n"
+        _STEP_TEMPLATE.format(i=i, nonce=nonce, command=_quoted(tuple(argv))) + "\n"
         for i, argv in enumerate(argvs)
     )
 

@@ -20,8 +20,9 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from gputop.core.models import GpuProcess, GpuSample
 from gputop.core.parsers.common import ParseFailure, as_text
 from gputop.core.parsers.driver_errors import detect_driver_error
-from gputop.sources.commands import MEM_MOVE_MIB, QUERY_GPU_FIELDS, CommandSpec
+from gputop.sources.commands import QUERY_GPU_FIELDS, CommandSpec
 from gputop.sources.known_hosts import SharedKnownHosts
+from gputop.sources.memory_watch import MemoryWatches
 from gputop.sources.metrics_stream import MetricsAssembler, ProcessesByUuid
 from gputop.sources.mig_commands import is_nvidia_smi, strip_sudo
 from gputop.sources.parse_cache import ParseCache
@@ -123,11 +124,8 @@ class NodeLink:
         self.version = 0  # bumps whenever what the node shows changes
         self.facts_version = 0  # bumps whenever a fact or a fact error changes
         self._wake_pending = False  # a refresh that no sleep has taken yet
-        # Quiet facts (the processes) waiting for GPU memory to move, looked at as the stream publishes:
-        # by fact, (GPU memory when it last ran, when to look next, how often to look). Waking every
-        # node's fact loop to look cost more than looking.
-        self._memory_watches: dict[str, tuple[dict[int, float], float, float]] = {}
-        self._memory_moved_facts: set[str] = set()  # watched facts whose memory moved: due at once
+        # Quiet facts (the processes) waiting for GPU memory to move, looked at as the stream publishes.
+        self._memory = MemoryWatches()
         self._sleep = Sleeper()  # the fact loop's, and between connections
         self._stream_sleep = Sleeper()  # before a stream starts again (while the fact loop sleeps too)
         self._conn: Any = None
@@ -279,21 +277,8 @@ class NodeLink:
         self.sampled_at_s = now_s = self.now()
         self.error = None
         self.version += 1
-        if self._memory_watches:
-            self._look_at_memory(now_s)
-
-    def _look_at_memory(self, now_s: float) -> None:
-        """Each watched fact whose time to look has come: due at once if GPU memory moved since it ran
-        (its process list can only have changed if memory did), else looked at again later."""
-        for name, (memory_then, next_s, every_s) in list(self._memory_watches.items()):
-            if now_s < next_s:
-                continue
-            if _memory_moved(memory_then, self._memory_by_gpu()):
-                del self._memory_watches[name]
-                self._memory_moved_facts.add(name)
-                self._sleep.wake()
-            else:
-                self._memory_watches[name] = (memory_then, now_s + every_s, every_s)
+        if now_s >= self._memory.next_look_s and self._memory.look(now_s, self._memory_by_gpu):
+            self._sleep.wake()  # a quiet fact is due: its memory moved
 
     def _set_error(self, reason: str) -> None:
         if reason != self.error:
@@ -329,13 +314,12 @@ class NodeLink:
         spread_s = min(FIRST_ROUND_SPREAD_S, *(spec.interval_s for spec in specs))
         first_s = loop.time() + random.uniform(0, spread_s)  # noqa: S311
         due_at = {s.name: first_s for s in specs}
-        self._memory_watches.clear()
-        self._memory_moved_facts.clear()
+        self._memory.clear()
         while True:
-            next_due_s = 0.0 if self._memory_moved_facts else min(due_at.values()) - loop.time()
+            next_due_s = 0.0 if self._memory.moved else min(due_at.values()) - loop.time()
             woken = await self._sleep_or_wake(max(0.0, next_due_s))
             now = loop.time()
-            moved, self._memory_moved_facts = self._memory_moved_facts, set()
+            moved = self._memory.take_moved()
             round_specs = []
             for spec in specs:
                 if due_at[spec.name] > now + ROUND_SLACK_S and not woken and spec.name not in moved:
@@ -345,8 +329,7 @@ class NodeLink:
                 else:
                     # again after quiet_every_s at the latest; sooner once the stream sees memory move
                     due_at[spec.name] = now + spec.quiet_every_s
-                    watch = (self._memory_by_gpu(), self.now() + spec.interval_s, spec.interval_s)
-                    self._memory_watches[spec.name] = watch
+                    self._memory.watch(spec.name, self._memory_by_gpu(), self.now(), spec.interval_s)
                 round_specs.append(spec)
             if round_specs:
                 await self._run_round(conn, round_specs)
@@ -497,11 +480,6 @@ def processes_by_uuid(fact: object) -> dict[str, tuple[GpuProcess, ...]]:
     for uuid, process in getattr(fact, "processes", ()):
         by_uuid.setdefault(uuid, []).append(process)
     return {uuid: tuple(found) for uuid, found in by_uuid.items()}
-
-
-def _memory_moved(then: Mapping[int, float], now: Mapping[int, float]) -> bool:
-    """Whether a GPU came or went, or any GPU's memory use moved by MEM_MOVE_MIB or more."""
-    return then.keys() != now.keys() or any(abs(now[i] - then[i]) >= MEM_MOVE_MIB for i in now)
 
 
 def _stream_fields(spec: CommandSpec) -> tuple[str, ...]:
