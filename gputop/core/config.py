@@ -207,7 +207,8 @@ class PollConfig:
     node_deadline_s: float = _opt(5.0, lo=0, lo_open=True, unit="seconds")
     stale_after_s: float = _opt(10.0, lo=0, lo_open=True, unit="seconds")
     down_after_s: float = _opt(60.0, lo=0, lo_open=True, unit="seconds")
-    # Facts that change slowly or cost more to read (driver version, IB ports, kernel Xid log).
+    # Facts that change slowly: NVLink state and MIG instances; five times this for the GPU list,
+    # topology and MIG profiles. IB ports and the Xid log run every 30 s of their own (sources.commands).
     slow_facts_interval_s: float = _opt(60.0, lo=0, lo_open=True, unit="seconds")
     backoff_initial_s: float = _opt(1.0, lo=0, lo_open=True, unit="seconds")
     backoff_max_s: float = _opt(60.0, lo=0, lo_open=True, unit="seconds")
