@@ -54,7 +54,7 @@ from gputop.sources.ssh_stream import run_line_stream
 
 GPUS_PER_NODE = 8
 INTERVAL_S = 1.0
-# The first run of every slow fact lands within 5 s of a node connecting (NodeLink._fact_loop spreads
+# The first run of every slow fact lands within 5 s of a node connecting (NodeLink._fact_rounds spreads
 # them): the steady-state window starts this long after the last node's first sample.
 STREAM_SETTLE_S = 6.0
 # The cycle of slow facts a window must hold for its CPU figure to be the steady one: the slow interval
@@ -1023,7 +1023,7 @@ def gc_row(w: Window) -> Row:
 
 
 def cadences(every_s: dict[str, float]) -> str:
-    """The slow facts by cadence, shortest first: "processes every 10 s, ibstat, xid every 60 s"."""
+    """The slow facts by cadence, shortest first: "processes every 10 s; ibstat, xid every 30 s; ..."."""
     by_cadence: dict[float, list[str]] = {}
     for name, interval_s in every_s.items():
         by_cadence.setdefault(interval_s, []).append(name)
