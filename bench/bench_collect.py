@@ -583,7 +583,11 @@ class FactCounter:
                 return
 
             async def run_round(
-                conn: Any, specs: list[CommandSpec], _original: Any = original, _link: NodeLink = link
+                conn: Any,
+                shell: Any,
+                specs: list[CommandSpec],
+                _original: Any = original,
+                _link: NodeLink = link,
             ) -> None:
                 if counter.active:
                     for spec in specs:
@@ -592,7 +596,7 @@ class FactCounter:
                         counter.rounds += 1
                     else:
                         counter.execs += len(specs)
-                await _original(conn, specs)
+                await _original(conn, shell, specs)
 
             link._run_round = run_round  # type: ignore[method-assign]
 

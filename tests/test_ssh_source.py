@@ -84,10 +84,10 @@ def count_fact_runs(source: SshSource) -> dict[str, int]:
         original = link._run_round
 
         async def counted(
-            conn: object, specs: list[object], _o: object = original, _n: str = link.name
+            conn: object, shell: object, specs: list[object], _o: object = original, _n: str = link.name
         ) -> None:
             runs[_n] = runs.get(_n, 0) + len(specs)
-            await _o(conn, specs)  # type: ignore[operator]
+            await _o(conn, shell, specs)  # type: ignore[operator]
 
         link._run_round = counted  # type: ignore[method-assign]
     return runs
@@ -428,10 +428,10 @@ def count_rounds(source: SshSource) -> list[tuple[str, tuple[str, ...]]]:
         original = link._run_round
 
         async def counted(
-            conn: object, specs: list[CommandSpec], _o: object = original, _n: str = link.name
+            conn: object, shell: object, specs: list[CommandSpec], _o: object = original, _n: str = link.name
         ) -> None:
             rounds.append((_n, tuple(s.name for s in specs)))
-            await _o(conn, specs)  # type: ignore[operator]
+            await _o(conn, shell, specs)  # type: ignore[operator]
 
         link._run_round = counted  # type: ignore[method-assign]
     return rounds

@@ -120,7 +120,6 @@ class NodeLink:
         self.error: str | None = None
         self.connected = False
         self._scripts = True  # rounds run in the node's fact shell, until the node shows it cannot
-        self._shell: FactShell | None = None  # the connection's, while its fact loop runs
         self.version = 0  # bumps whenever what the node shows changes
         self.facts_version = 0  # bumps whenever a fact or a fact error changes
         self._wake_pending = False  # a refresh that no sleep has taken yet
@@ -292,14 +291,13 @@ class NodeLink:
         start together stay together, since their cadences are multiples of each other."""
         from gputop.sources.ssh_fact_shell import FactShell  # asyncssh loads only when SSH is used
 
-        self._shell = shell = FactShell(conn)
+        shell = FactShell(conn)
         try:
-            await self._fact_rounds(conn)
+            await self._fact_rounds(conn, shell)
         finally:
             shell.close()
-            self._shell = None
 
-    async def _fact_rounds(self, conn: Any) -> None:
+    async def _fact_rounds(self, conn: Any, shell: FactShell) -> None:
         loop = asyncio.get_running_loop()
         # nvidia-smi last in every round: a wedged driver hangs every nvidia-smi, and the IB ports and
         # the Xid log, which tell what went wrong, must not wait behind it
@@ -332,7 +330,7 @@ class NodeLink:
                     self._memory.watch(spec.name, self._memory_by_gpu(), self.now(), spec.interval_s)
                 round_specs.append(spec)
             if round_specs:
-                await self._run_round(conn, round_specs)
+                await self._run_round(conn, shell, round_specs)
 
     def _memory_by_gpu(self) -> dict[int, float]:
         return {g.index: g.mem_used_mib or 0.0 for g in self.gpus}
@@ -347,14 +345,12 @@ class NodeLink:
         self._wake_pending = False
         return True
 
-    async def _run_round(self, conn: Any, specs: list[CommandSpec]) -> None:
+    async def _run_round(self, conn: Any, shell: FactShell, specs: list[CommandSpec]) -> None:
         if not self._scripts:
             await asyncio.gather(*(self._run_fact(conn, spec) for spec in specs))
             return
-        if self._shell is None:
-            raise RuntimeError("a round of facts ran outside the fact loop")  # _facts sets the shell
         try:
-            result = await self._shell.run([s.argv for s in specs], [s.timeout_s for s in specs])
+            result = await shell.run([s.argv for s in specs], [s.timeout_s for s in specs])
         except asyncio.CancelledError:
             raise
         except Exception as err:
@@ -366,7 +362,7 @@ class NodeLink:
             # The node did not run the script (a restricted shell, a forced command): its facts go one
             # exec each from now on.
             self._scripts = False
-            await self._run_round(conn, specs)
+            await self._run_round(conn, shell, specs)
             return
         for i, (spec, step) in enumerate(zip(specs, result.steps, strict=True)):
             if step.status is not None:
