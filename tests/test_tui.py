@@ -7,7 +7,7 @@ from pathlib import Path
 
 from rich.style import Style
 from textual.filter import ANSIToTruecolor
-from textual.widgets import DataTable
+from textual.widgets import DataTable, Input
 
 from gputop.clock import FrozenClock
 from gputop.core.metrics import Metric
@@ -20,7 +20,7 @@ from gputop.tui.screens.node import GPU_COLUMNS, NodeScreen
 from gputop.tui.widgets.cluster_map import CellStyles, ClusterMap
 from gputop.tui.widgets.node_table import NodeTable
 from gputop.tui.widgets.status_header import StatusHeader
-from tests.tui_helpers import demo_app, wait_for_data
+from tests.tui_helpers import demo_app, send_burst, wait_for_data
 
 SIZE = (200, 50)
 
@@ -133,6 +133,24 @@ async def test_filter_by_expression_and_text_then_clear() -> None:
         await pilot.press("escape")
         assert len(table.order) == 32
         assert table.node_filter is None
+
+
+async def test_keys_typed_in_one_burst_after_slash_all_reach_the_filter() -> None:
+    """``/temp>75`` arriving in one read: the keys after ``/`` were handed to the table before the
+    filter had the focus; they must still land in the filter, and ``m`` must not switch the metric."""
+    app = demo_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for_data(pilot)
+        send_burst(app, "/temp>75")
+        await pilot.pause(0.2)
+        await pilot.pause()
+        filter_input = app.screen.query_one("#filter", Input)
+        assert filter_input.value == "temp>75"
+        assert app.metric is Metric.UTIL
+        table = app.screen.query_one(NodeTable)
+        view = app.view
+        assert view is not None
+        assert table.order and all((view.rows[n].temp_max_c or 0) > 75 for n in table.order)
 
 
 async def test_the_maps_bracket_follows_the_table_cursor_as_soon_as_a_filter_moves_it() -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import time
 
+from textual.pilot import Pilot
 from textual.widgets import Input, Static
 
 from gputop.core.heatmap import IDLE_FLAG
@@ -19,7 +20,7 @@ from gputop.tui.screens.node_action import NodeActionScreen
 from gputop.tui.screens.queue import QueueScreen
 from gputop.tui.widgets.cluster_map import ClusterMap
 from gputop.tui.widgets.job_table import JobTable
-from tests.tui_helpers import demo_app, wait_for_data
+from tests.tui_helpers import demo_app, send_burst, wait_for_data
 
 SIZE = (160, 50)
 
@@ -37,6 +38,15 @@ async def open_queue(pilot: object) -> QueueScreen:
     screen = pilot.app.screen  # type: ignore[attr-defined]
     assert isinstance(screen, QueueScreen)
     return screen
+
+
+async def open_queue_of_idle_user(pilot: Pilot[None]) -> tuple[QueueScreen, ClusterView, str]:
+    """The queue screen once data is in, the view it shows, and the user of the demo's idle job."""
+    await wait_for_data(pilot)
+    queue = await open_queue(pilot)
+    view = pilot.app.view  # type: ignore[attr-defined]
+    assert isinstance(view, ClusterView)
+    return queue, view, idle_job(view).job.user
 
 
 async def test_idle_gpus_show_on_the_first_frame_on_table_map_and_job() -> None:
@@ -103,11 +113,7 @@ async def test_a_job_on_some_gpus_lights_only_those() -> None:
 async def test_filter_by_user_and_state_and_a_bad_filter_says_why() -> None:
     app = demo_app()
     async with app.run_test(size=SIZE) as pilot:
-        await wait_for_data(pilot)
-        queue = await open_queue(pilot)
-        view = app.view
-        assert view is not None
-        user = idle_job(view).job.user
+        queue, view, user = await open_queue_of_idle_user(pilot)
         await pilot.press("slash")
         await pilot.press(*f"user={user} state=running")
         await pilot.pause()
@@ -197,6 +203,22 @@ async def test_twenty_thousand_jobs_render_only_the_rows_on_screen() -> None:
         assert len(table.order) == sum(1 for r in big.jobs.values() if r.job.user == "user07")
         assert len(table._lines) <= table.size.height, "only the visible rows are built"
         assert elapsed_s < 10.0, f"20,000 jobs took {elapsed_s:.1f} s to show, sort, scroll and filter"
+
+
+async def test_a_queue_filter_typed_in_one_burst_is_not_taken_for_the_queues_keys() -> None:
+    """``/user=...`` arriving in one read: ``d`` (drain) and ``w``/``s`` (sort) in the text reach the
+    table before the filter has the focus; they must land in the filter, opening no drain dialog."""
+    app = demo_app()
+    async with app.run_test(size=SIZE) as pilot:
+        queue, _view, user = await open_queue_of_idle_user(pilot)
+        typed = f"user={user} state=running wasted>=0"
+        assert {"d", "w", "s"} <= set(typed)
+        send_burst(app, "/" + typed)
+        await pilot.pause(0.2)
+        await pilot.pause()
+        assert app.screen is queue
+        assert queue.query_one("#queue-filter", Input).value == typed
+        assert not queue.query_one("#queue-filter-error", Static).has_class("shown")
 
 
 async def test_jobs_that_come_and_go_are_placed_as_a_full_sort_would() -> None:

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 
+from textual import events
+from textual.app import App
+from textual.keys import _character_to_key
 from textual.pilot import Pilot
 
 from gputop.cli import build_demo_app
@@ -31,3 +34,13 @@ async def wait_for_data(pilot: Pilot[None]) -> None:
         await pilot.pause(0.01)
     await pilot.pause()
     assert app.view is not None, "no data reached the app"  # type: ignore[attr-defined]
+
+
+def send_burst(app: App[None], text: str) -> None:
+    """Every character of ``text`` queued at once, as a terminal delivers a paste or keys that came in
+    one packet over a slow link (``Pilot.press`` instead waits for the app to go idle after each)."""
+    assert app._driver is not None
+    for char in text:
+        key = events.Key(char if char.isalnum() else _character_to_key(char), char)
+        key.set_sender(app)
+        app._driver.send_message(key)

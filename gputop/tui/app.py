@@ -5,9 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from textual import events
 from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.message import Message
+from textual.widgets import Input
 
 from gputop.actions.actor import Actor, actor_for
 from gputop.actions.execute import ActionOutcome
@@ -145,6 +147,16 @@ class GputopApp(App[None]):
         # One long-lived worker; exit_on_error=False so a poller bug shows up as an error, not a dead app.
         self.run_worker(self.poller.run(), name="poller", exit_on_error=False, group="poller")
         self.call_after_refresh(self._preload_screens)
+
+    def on_key(self, event: events.Key) -> None:
+        """Keys typed fast after ``/`` (or pasted, or sent in one packet over a slow link) are handed to
+        the table before ``/`` moves the focus to the filter, and would be lost there. An input takes
+        every printable key it is given, so one that reaches the app while an input has the focus was
+        meant for that input: it goes there, in the order typed."""
+        focused = self.focused
+        if isinstance(focused, Input) and event.is_printable:
+            event.stop()
+            focused.post_message(events.Key(event.key, event.character))
 
     @staticmethod
     def _preload_screens() -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, ClassVar
 
 from textual.screen import Screen
+from textual.widget import Widget
 
 if TYPE_CHECKING:
     from gputop.tui.app import GputopApp
@@ -20,3 +21,9 @@ class GputopScreen(Screen[None]):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         return not (action in self.ACTING and self.gputop.read_only)
+
+    def focus_now(self, widget: Widget) -> None:
+        """Focus ``widget`` before the next queued event is handled: ``Widget.focus`` defers the change
+        to a callback queued behind keys that already wait, which would then meet the old focus's
+        bindings."""
+        self.set_focus(widget)
