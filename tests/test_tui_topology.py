@@ -18,7 +18,7 @@ from gputop.tui.screens.node import NodeScreen
 from gputop.tui.widgets.topology_lines import LINK_HEAT_STEP, PaneStyles
 from gputop.tui.widgets.topology_pane import TopologyPane
 from tests.topology_samples import SAMPLED_AT_S, dgx_node, fixture, node_sample
-from tests.tui_helpers import wait_for_data
+from tests.tui_helpers import send_burst, wait_for_data
 
 NARROW = (80, 24)
 WIDE = (200, 50)
@@ -221,6 +221,19 @@ async def test_selecting_a_gpu_marks_its_row_its_nearest_nic_and_its_nvlink_peer
         assert "NVLinks 4/6 active x 25.8 GB/s to G1 G4 G6 G7" in detail
         nvlink = next(s for s in pane.render_line(row(pane, "G3")) if s.text.strip().startswith("4/6"))
         assert nvlink.style is not None and nvlink.style.color == app.palette.severity[Severity.WARN].color
+
+
+async def test_keys_typed_in_one_burst_after_i_move_the_pane() -> None:
+    """``ijj`` arriving in one read: the ``j`` keys were handed to the GPU table before ``i`` moved the
+    focus; they must meet the pane's bindings, not the table's."""
+    app = fixed_app(dgx_node())
+    async with app.run_test(size=NARROW) as pilot:
+        pane = await open_pane(pilot, "dgx01")
+        send_burst(app, "ijj")
+        await pilot.pause(0.2)
+        await pilot.pause()
+        assert app.focused is pane
+        assert pane.selected_gpu == 2
 
 
 async def test_eighteen_nics_become_eighteen_rows() -> None:

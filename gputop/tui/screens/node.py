@@ -235,10 +235,11 @@ class NodeScreen(GputopScreen):
 
     def action_toggle_topology(self) -> None:
         pane = self.query_one(TopologyPane)
+        # at once, so the arrow keys typed right after ``i`` move what ``i`` gave them to
         if pane.has_focus:
-            self.query_one("#gpus", DataTable).focus()
+            self.focus_now(self.query_one("#gpus", DataTable))
         else:
-            pane.focus()
+            self.focus_now(pane)
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         if event.row_key.value is not None:
