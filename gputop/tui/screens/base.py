@@ -1,12 +1,15 @@
 """What every gputop screen shares: the app under its own type, and read-only mode taking away the keys
-that change the cluster (not shown, not bound)."""
+that change the cluster (not shown, not bound).
+
+Key actions move the focus with ``set_focus``, which takes effect at once, not ``Widget.focus``, which queues
+the change behind keys already waiting: typed fast or pasted, those keys would meet the old focus's
+bindings (``/temp`` switching the metric on ``m``)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar
 
 from textual.screen import Screen
-from textual.widget import Widget
 
 if TYPE_CHECKING:
     from gputop.tui.app import GputopApp
@@ -21,9 +24,3 @@ class GputopScreen(Screen[None]):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         return not (action in self.ACTING and self.gputop.read_only)
-
-    def focus_now(self, widget: Widget) -> None:
-        """Focus ``widget`` before the next queued event is handled: ``Widget.focus`` defers the change
-        to a callback queued behind keys that already wait, which would then meet the old focus's
-        bindings."""
-        self.set_focus(widget)

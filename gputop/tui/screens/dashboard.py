@@ -142,14 +142,14 @@ class DashboardScreen(GputopScreen):
     # -- filter -----------------------------------------------------------------------------------------
     def action_start_filter(self) -> None:
         self.query_one("#filter-bar").add_class("active")
-        self.focus_now(self.query_one("#filter", Input))
+        self.set_focus(self.query_one("#filter", Input))
 
     def action_clear_filter(self) -> None:
         filter_input = self.query_one("#filter", Input)
         filter_input.value = ""
         self.apply_filter("")
         self.query_one("#filter-bar").remove_class("active")
-        self.focus_now(self.query_one(NodeTable))
+        self.set_focus(self.query_one(NodeTable))
 
     def apply_filter(self, text: str) -> bool:
         """Filter the table and dim the map; returns False (and says why) on a bad expression."""
@@ -184,4 +184,4 @@ class DashboardScreen(GputopScreen):
         if self.apply_filter(event.value):
             if not event.value.strip():
                 self.query_one("#filter-bar").remove_class("active")
-            self.focus_now(self.query_one(NodeTable))
+            self.set_focus(self.query_one(NodeTable))

@@ -237,9 +237,9 @@ class NodeScreen(GputopScreen):
         pane = self.query_one(TopologyPane)
         # at once, so the arrow keys typed right after ``i`` move what ``i`` gave them to
         if pane.has_focus:
-            self.focus_now(self.query_one("#gpus", DataTable))
+            self.set_focus(self.query_one("#gpus", DataTable))
         else:
-            self.focus_now(pane)
+            self.set_focus(pane)
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         if event.row_key.value is not None:

@@ -150,7 +150,7 @@ class QueueScreen(GputopScreen):
     # -- filter ---------------------------------------------------------------------------------------------
     def action_start_filter(self) -> None:
         self.query_one("#queue-filter-bar").add_class("active")
-        self.focus_now(self.query_one("#queue-filter", Input))
+        self.set_focus(self.query_one("#queue-filter", Input))
 
     @on(Input.Changed, "#queue-filter")
     def _filter_changed(self, event: Input.Changed) -> None:
@@ -171,4 +171,4 @@ class QueueScreen(GputopScreen):
 
     @on(Input.Submitted, "#queue-filter")
     def _filter_done(self) -> None:
-        self.focus_now(self.query_one(JobTable))
+        self.set_focus(self.query_one(JobTable))
