@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from gputop import __version__
 from gputop.core.config import Config, ConfigError
 from gputop.core.metrics import Metric
+from gputop.core.safe_text import safe_block
 
 if TYPE_CHECKING:
     from gputop.clock import Clock
@@ -111,7 +112,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         config = load_args_config(args)
     except ConfigError as err:
-        print(f"gputop: bad config\n{err}", file=sys.stderr)
+        print(f"gputop: bad config\n{safe_block(str(err))}", file=sys.stderr)
         return 2
     if args.local and not args.demo:
         config = local_config(config or Config.default())
@@ -162,7 +163,7 @@ def _run_cluster(config: Config, args: argparse.Namespace) -> int:
             metric=Metric(args.metric) if args.metric else None,
         )
     except LaunchError as err:
-        print(f"gputop: {err}", file=sys.stderr)
+        print(safe_block(f"gputop: {err}"), file=sys.stderr)
         return 2
     app.run()
     return 0

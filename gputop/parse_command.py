@@ -18,6 +18,7 @@ from typing import Any
 
 from gputop.core.parsers.common import ParseFailure
 from gputop.core.parsers.registry import registry
+from gputop.core.safe_text import safe_block, safe_line
 
 
 def to_json(value: Any) -> Any:
@@ -94,9 +95,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     result = info.parse(text)
     if isinstance(result, ParseFailure):
-        print(f"gputop parse: {result.kind}: {result.reason}", file=sys.stderr)
+        print(safe_line(f"gputop parse: {result.kind}: {result.reason}"), file=sys.stderr)
         if result.excerpt:
-            print(result.excerpt, file=sys.stderr)
+            print(safe_block(result.excerpt), file=sys.stderr)
         return 1
     print(json.dumps(to_json(result), indent=2))
     return 0

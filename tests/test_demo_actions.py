@@ -111,7 +111,7 @@ REASONS = (
     "it's \"half quoted",
     '"',
     "a; rm -rf / $(reboot) `id` | tee && echo $HOME",
-    "first line\nsecond line",
+    "[root@2026-01-01T00:00:00] looks like a reason's user and time",
     "  padded  ",
     "GPU ausgefällt: température 95 °C, 温度过高 🔥",
     "Reason=nested State=RESUME NodeName=gpu001",

@@ -394,7 +394,7 @@ def test_tracker_moves_a_node_that_changes_group() -> None:
 
 @pytest.mark.parametrize("seed", range(5))
 def test_tracker_agrees_with_a_fresh_comparison_tick_after_tick(seed: int) -> None:
-    rng = random.Random(seed)  # noqa: S311 - picks test cases
+    rng = random.Random(seed)
     variants = [
         node("x"),
         node("x", ports=set_port(H100_IBSTAT, "mlx5_3", Rate="200")),

@@ -3,14 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
 import shlex
-import threading
-from pathlib import Path
 
 import pytest
 
-from gputop.actions.audit import append_audit
 from gputop.core.health import Problem
 from gputop.core.models import (
     NodeSample,
@@ -32,7 +28,7 @@ from gputop.core.node_actions import (
 from tests.infra.slurm import RealSlurm, real_slurm  # noqa: F401 - the fixture, registered by importing it
 
 CLUSTER = [f"gpu{i:03d}" for i in range(1, 9)]
-NASTY = 'it\'s "bad"; rm -rf / $(reboot) `id` | tee\nsecond line — ünïcode'
+NASTY = 'it\'s "bad"; rm -rf / $(reboot) `id` | tee — ünïcode [root@2026-01-01T00:00:00] NodeName=gpu9'
 
 
 def slurm() -> SlurmState:
@@ -92,51 +88,6 @@ def test_the_reason_template_carries_the_evidence() -> None:
     plain = NodeSample("gpu004", Reachability.OK, 0.0, (), 8)
     assert reason_template(plain, (hot,)) == "GPU2 93 C"
     assert reason_template(plain, ()) == ""
-
-
-def test_the_audit_log_is_one_json_line_per_action_on_disk(tmp_path: Path) -> None:
-    log = tmp_path / "state" / "audit.jsonl"
-    append_audit(
-        log,
-        cluster="c",
-        action="drain",
-        argv=("scontrol", "update", "NodeName=gpu001", "State=DRAIN", f"Reason={NASTY}"),
-        targets=["gpu001"],
-        exit_status=0,
-        output="",
-    )
-
-    def another(i: int) -> None:
-        append_audit(
-            log, cluster="c", action="resume", argv=["x"], targets=[f"n{i}"], exit_status=1, output="e" * 500
-        )
-
-    threads = [threading.Thread(target=another, args=(i,)) for i in range(20)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    lines = log.read_text(encoding="utf-8").splitlines()
-    assert len(lines) == 21
-    first = json.loads(lines[0])
-    assert first["argv"][-1] == f"Reason={NASTY}" and first["exit_status"] == 0 and first["user"]
-    assert sorted(json.loads(line)["targets"][0] for line in lines[1:]) == sorted(f"n{i}" for i in range(20))
-    assert (os.stat(log).st_mode & 0o777) == 0o600
-
-
-def test_an_audit_log_that_cannot_be_written_raises(tmp_path: Path) -> None:
-    blocker = tmp_path / "file"
-    blocker.write_text("")
-    with pytest.raises(OSError):
-        append_audit(
-            blocker / "audit.jsonl",
-            cluster="c",
-            action="drain",
-            argv=[],
-            targets=[],
-            exit_status=0,
-            output="",
-        )
 
 
 @pytest.mark.slurm

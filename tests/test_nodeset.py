@@ -107,7 +107,7 @@ def test_expand_and_fold_agrees_with_the_separate_functions() -> None:
 
 
 def test_fold_then_expand_random_sets() -> None:
-    rng = random.Random(7)  # noqa: S311 - test data, not secrets
+    rng = random.Random(7)
     for _ in range(20):
         names = {f"gpu{rng.randint(1, 300):03d}" for _ in range(rng.randint(1, 60))}
         assert set(expand_nodeset(fold_nodes(names))) == names

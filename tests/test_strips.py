@@ -43,3 +43,16 @@ def test_line_strip_is_exactly_the_width() -> None:
     assert strips.line_strip([Segment("abc")], 6, pad).cell_length == 6
     assert strips.line_strip([Segment("abcdefgh")], 4, pad).text == "abcd"
     assert strips.line_strip([], 3, pad).text == "   "
+
+
+def test_a_control_character_that_reaches_a_strip_is_never_written_to_the_terminal() -> None:
+    """The last guard: a widget that forgot `safe_line` still cannot send an escape sequence."""
+    from rich.console import Console
+
+    strips.patch_strip_render()
+    strip = Strip([Segment("job\x1b]2;PWNED\x07", Style(bold=True)), Segment(" \x9b31mx\u202e")])
+    written = strip.render(Console(color_system="truecolor"))
+    assert "\x1b]2" not in written and "\x07" not in written and "\x9b" not in written
+    assert "\u202e" not in written and "job]2;PWNED" in written and " 31mx" in written
+    assert written.startswith("\x1b[1m"), "the strip's own styles are still sent"
+    assert strip.cell_length == len("job]2;PWNED 31mx"), "the layout is unchanged: controls take no cells"

@@ -89,8 +89,14 @@ async def until(pilot: Pilot[None], done: object, tries: int = 200) -> None:
 
 
 def audit(tmp_path: Path) -> list[dict[str, object]]:
+    """The outcome records (each follows its step's intent)."""
     log = tmp_path / "audit.jsonl"
-    return [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()] if log.exists() else []
+    lines = log.read_text(encoding="utf-8").splitlines() if log.exists() else []
+    records = [json.loads(line) for line in lines]
+    intents = [r for r in records if r["phase"] == "intent"]
+    outcomes = [r for r in records if r["phase"] == "outcome"]
+    assert [r["id"] for r in intents] == [r["id"] for r in outcomes], "every intent has its outcome"
+    return outcomes
 
 
 async def test_the_mig_pane_shows_the_incident_gpus_instances_and_slice_bar(tmp_path: Path) -> None:

@@ -76,9 +76,9 @@ async def test_drain_one_node_with_a_nasty_reason_then_resume_it(tmp_path: Path)
                 break
         assert dialog.outcome is not None and dialog.outcome.ok, dialog.outcome
         assert text_of(dialog, "#outcome").startswith("done")
-        # on disk before the outcome was shown
-        (line,) = (tmp_path / "audit.jsonl").read_text(encoding="utf-8").splitlines()
-        record = json.loads(line)
+        # on disk before the outcome was shown: the intent, then the outcome
+        intent, record = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
+        assert (intent["phase"], record["phase"], record["result"]) == ("intent", "outcome", "done")
         assert record["argv"] == [
             "scontrol",
             "update",
@@ -112,7 +112,7 @@ async def test_drain_one_node_with_a_nasty_reason_then_resume_it(tmp_path: Path)
                 break
         else:
             raise AssertionError("the node was not resumed")
-        assert len((tmp_path / "audit.jsonl").read_text(encoding="utf-8").splitlines()) == 2
+        assert len((tmp_path / "audit.jsonl").read_text(encoding="utf-8").splitlines()) == 4
 
 
 async def test_many_marked_nodes_ask_for_the_count_and_cancel_runs_nothing(tmp_path: Path) -> None:

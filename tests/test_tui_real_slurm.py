@@ -74,6 +74,15 @@ def through(sshd: RealSshd, client_conf: Path, tmp_path: Path) -> GputopApp:
     return app_for(tmp_path, ssh, slurm)
 
 
+def outcomes(tmp_path: Path) -> list[dict[str, object]]:
+    """The audit log's outcome records, each checked against the intent written before it."""
+    records = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
+    intents = [r for r in records if r["phase"] == "intent"]
+    done = [r for r in records if r["phase"] == "outcome"]
+    assert [r["id"] for r in intents] == [r["id"] for r in done] and records[0]["phase"] == "intent"
+    return done
+
+
 async def wait(pilot: object, check: object, what: str, tries: int = 150) -> None:
     for _ in range(tries):
         if check():  # type: ignore[operator]
@@ -127,9 +136,9 @@ async def test_drain_and_resume_a_real_node_from_the_dialog(
         await run_dialog(pilot, app)
         assert "drain" not in real_slurm.node_state(node)
         await wait(pilot, lambda: not shown_drained(), "resumed on screen")
-        records = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
+        records = outcomes(tmp_path)
         assert [r["action"] for r in records] == ["drain", "resume"]
-        assert all(r["exit_status"] == 0 and r["where"] == "local" for r in records)
+        assert all(r["exit_status"] == 0 and r["result"] == "done" and r["where"] == "local" for r in records)
 
 
 async def test_an_unknown_node_is_refused_in_the_dialog_and_scontrol_errors_are_shown_verbatim(
@@ -158,7 +167,7 @@ async def test_an_unknown_node_is_refused_in_the_dialog_and_scontrol_errors_are_
         assert dialog.outcome is not None and dialog.outcome.exit_status == 1
         assert "Invalid node state specified" in dialog.outcome.output
         assert "Invalid node state specified" in str(dialog.query_one("#outcome").render())
-        (record,) = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
+        (record,) = outcomes(tmp_path)
         assert record["exit_status"] == 1 and "Invalid node state specified" in record["output"]
 
 
@@ -206,7 +215,7 @@ async def test_drain_and_resume_through_the_real_sshd_on_the_controller(
         await run_dialog(pilot, app)
         assert "drain" not in real_slurm.node_state(node)
         await wait(pilot, lambda: not shown_drained(), "resumed on screen")
-    records = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
+    records = outcomes(tmp_path)
     assert [(r["action"], r["exit_status"], r["where"]) for r in records] == [
         ("drain", 0, "node01"),
         ("resume", 0, "node01"),
@@ -232,7 +241,7 @@ async def test_a_login_that_is_not_a_slurm_admin_is_refused_and_says_so(
         assert any(words in output for words in ("Invalid user id", "Access/permission denied")), output
         assert output in str(dialog.query_one("#outcome").render())
     assert "drain" not in real_slurm.node_state(node), "nothing changed"
-    (record,) = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
+    (record,) = outcomes(tmp_path)
     assert record["exit_status"] != 0 and record["where"] == "node01"
 
 

@@ -1,10 +1,10 @@
 """Runs planned MIG commands on one node, in order, and records each: repartitioning (gputop.core.mig_plan
 MigStep) and MIG mode changes (ModeStep) go the same way.
 
-Each step has its timeout and is appended to the audit log before its outcome is reported; the first step
-that does not exit 0 stops the run, and the rest are not run. Nothing is retried: a failed step may have
-done part of its work (``-dci`` of several compute instances), and only a fresh read of the listings says
-what the GPU holds now.
+Each step has its timeout; its intent is in the audit log before it starts (or it does not start) and its
+outcome (done, failed, unknown) before it is reported; the first step that does not exit 0 stops the run,
+and the rest are not run. Nothing is retried: a failed step may have done part of its work (``-dci`` of
+several compute instances), and only a fresh read of the listings says what the GPU holds now.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from gputop.actions.audit import audit_or_reason
+from gputop.actions.audit import AuditError, AuditLog, Result
 from gputop.sources.slurm_runner import LocalRunner, RunFailed, Runner
 
 if TYPE_CHECKING:
@@ -42,18 +42,19 @@ class StepOutcome:
     step: Step
     exit_status: int | None  # None: no exit status (timed out, connection lost, refused)
     output: str  # stdout then stderr, or why it did not run
-    audit_error: str | None = None  # it ran but could not be logged: say so loudly
+    audit_error: str | None = None  # its intent is on disk but its outcome is not: say so loudly
+    result: Result | None = "done"  # None: not run, its intent could not be recorded
 
     @property
     def ok(self) -> bool:
-        return self.exit_status == 0
+        return self.result == "done" and self.exit_status == 0
 
 
 @dataclass(frozen=True, slots=True)
 class MigRun:
     node: str
     where: str  # "local", the node's ssh host, or "demo"
-    outcomes: tuple[StepOutcome, ...]  # the steps that ran, in order
+    outcomes: tuple[StepOutcome, ...]  # the steps that ran (or were refused), in order
     not_run: tuple[Step, ...]  # the steps after a failure
 
     @property
@@ -64,30 +65,30 @@ class MigRun:
 async def run_steps(
     steps: Sequence[Step],
     runner: Runner,
+    audit: AuditLog,
     *,
     node: str,
-    cluster: str,
-    audit_log: str,
     timeout_s: float,
-    demo: bool = False,
     on_step: Callable[[StepOutcome], None] = lambda _outcome: None,
 ) -> MigRun:
-    """Runs ``steps`` on ``node`` through ``runner``; ``on_step`` hears each outcome once it is logged."""
+    """Runs ``steps`` on ``node`` through ``runner``, each with its intent recorded before it starts and
+    its outcome after; ``on_step`` hears each outcome once it is logged. A step whose intent cannot be
+    recorded is not run, and neither is any after it."""
     outcomes: list[StepOutcome] = []
     for at, step in enumerate(steps):
-        status, output = await _run_one(step, runner, timeout_s)
-        audit_error = audit_or_reason(
-            audit_log,
-            cluster=cluster,
-            action=AUDIT_ACTION,
-            argv=step.argv,
-            targets=[f"{node}:GPU{step.gpu_index}"],
-            exit_status=status,
-            output=output,
-            where=runner.where,
-            demo=demo,
-        )
-        outcome = StepOutcome(step, status, output, audit_error)
+        target = [f"{node}:GPU{step.gpu_index}"]
+        try:
+            intent = audit.intent(AUDIT_ACTION, step.argv, target, runner.where)
+        except AuditError as err:
+            outcome = StepOutcome(step, None, f"not run: {err}", result=None)
+        else:
+            try:
+                result, status, output = await _run_one(step, runner, timeout_s)
+            except asyncio.CancelledError:
+                audit.outcome(intent, "unknown", None, "", why="gputop was stopped while the step ran")
+                raise
+            audit_error = audit.outcome(intent, result, status, output)
+            outcome = StepOutcome(step, status, output, audit_error, result)
         outcomes.append(outcome)
         on_step(outcome)
         if not outcome.ok:
@@ -95,17 +96,17 @@ async def run_steps(
     return MigRun(node, runner.where, tuple(outcomes), ())
 
 
-async def _run_one(step: Step, runner: Runner, timeout_s: float) -> tuple[int | None, str]:
+async def _run_one(step: Step, runner: Runner, timeout_s: float) -> tuple[Result, int | None, str]:
     try:
         done = await asyncio.wait_for(runner.run(step.argv, {}, timeout_s), timeout_s + RUNNER_GRACE_S)
     except RunFailed as failed:
-        return None, failed.reason
+        return ("unknown" if failed.started else "failed"), None, failed.reason
     except TimeoutError:
-        return None, f"{step.argv[0]} did not finish within {timeout_s:g}s (abandoned)"
+        return "unknown", None, f"{step.argv[0]} did not finish within {timeout_s:g}s (abandoned)"
     output = done.output
     if done.exit_status is None:
-        output = "\n".join(filter(None, ("killed by a signal", output)))
-    return done.exit_status, output
+        return "unknown", None, "\n".join(filter(None, ("killed by a signal", output)))
+    return ("done" if done.exit_status == 0 else "failed"), done.exit_status, output
 
 
 def node_runner_for(sources: Iterable[object], node: str) -> Runner | None:

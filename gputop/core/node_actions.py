@@ -2,8 +2,10 @@
 
 Pure: a plan is built from the snapshot and what the user typed, and either comes back whole or is refused
 with the reason. The argv goes to ``scontrol`` as a list (never through a shell), so a reason reaches Slurm
-exactly as typed, quotes, ``;``, ``$(...)``, newlines and all (Slurm stores a newline; its text
-listings print the rest after the reason's user and time, its JSON keeps it in place).
+exactly as typed, quotes, ``;``, ``$(...)`` and all. A control character is refused with its position: a
+NUL cannot be passed to any program, and a newline or an escape stored in Slurm would break every text
+listing of the node (a line of its own can pose as another node's record) and reach other people's
+terminals.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Literal
 from gputop.core.health import Problem, xid_meaning
 from gputop.core.models import NodeSample, Severity, SlurmJob, SlurmState
 from gputop.core.nodeset import fold_nodes, natural_key
+from gputop.core.safe_text import first_unsafe
 
 NodeAction = Literal["drain", "resume"]
 
@@ -71,6 +74,13 @@ def plan_node_action(
             return Refused("a reason is required: say why, so whoever resumes the node knows")
         if len(reason) > MAX_REASON_CHARS:
             return Refused(f"the reason is {len(reason)} characters; Slurm keeps at most {MAX_REASON_CHARS}")
+        control = _first_control(reason)
+        if control is not None:
+            at, char = control
+            return Refused(
+                f"the reason holds a control character ({_char_name(char)}) at position {at + 1}, "
+                "perhaps from a paste: type it as one line of plain text"
+            )
     nodeset = fold_nodes(wanted)
     argv: tuple[str, ...] = ("scontrol", "update", f"NodeName={nodeset}")
     if action == "drain":
@@ -88,6 +98,16 @@ def plan_node_action(
         running_jobs=_running_jobs(wanted, slurm),
         already=_already(action, wanted, slurm),
     )
+
+
+def _first_control(text: str) -> tuple[int, str] | None:
+    at = first_unsafe(text)
+    return None if at is None else (at, text[at])
+
+
+def _char_name(char: str) -> str:
+    names = {"\x00": "NUL", "\n": "a newline", "\r": "a carriage return", "\t": "a tab", "\x1b": "ESC"}
+    return names.get(char, f"U+{ord(char):04X}")
 
 
 def _running_jobs(nodes: Sequence[str], slurm: SlurmState | None) -> tuple[SlurmJob, ...]:

@@ -28,6 +28,7 @@ from gputop.clock import Clock, SystemClock
 from gputop.cluster_app import DEMO_CLUSTER_NAME, LaunchError, choose_cluster, demo_source, sources_for
 from gputop.config_file import default_config_path
 from gputop.core.config import ClusterConfig, Config, ConfigError
+from gputop.core.safe_text import safe_block, safe_line
 from gputop.headless.report import check_document, check_lines, failure_document
 from gputop.headless.round import collect_round, run_bounded
 from gputop.headless.snapshot_json import snapshot_document
@@ -192,13 +193,13 @@ def default_timeout_s(config: Config, cluster: ClusterConfig | None) -> float:
 
 def _cannot_check(command: str, as_json: bool, err: CannotCheck) -> int:
     message = str(err)
-    print(message, file=sys.stderr)
+    print(safe_block(message), file=sys.stderr)
     if command == "check":
         # Monitoring systems read stdout: say UNKNOWN there too, in the format asked for.
         if as_json:
             _print_json(failure_document(message.removeprefix("gputop: ")))
         else:
-            print(f"gputop check: UNKNOWN: {err.summary}")
+            print(safe_line(f"gputop check: UNKNOWN: {err.summary}"))
     return int(ExitStatus.UNKNOWN)
 
 

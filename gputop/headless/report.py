@@ -9,10 +9,12 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from gputop.core.safe_text import safe_line
 from gputop.headless.round import Round
 from gputop.headless.verdict import ExitStatus, Finding, Verdict
 
 SCHEMA_VERSION = 1
+FINDING_MAX_CHARS = 2000  # a problem quoting a command's stderr stays one readable line
 
 
 def check_lines(round_: Round, verdict: Verdict) -> list[str]:
@@ -26,7 +28,7 @@ def finding_line(finding: Finding) -> str:
     where = f"{finding.node} " if finding.node is not None else ""
     # one line per problem, also for a message that quotes a command's several lines of stderr
     message = " / ".join(line.strip() for line in finding.message.splitlines() if line.strip())
-    return f"{finding.severity.value.upper()} {where}{message}"
+    return safe_line(f"{finding.severity.value.upper()} {where}{message}", FINDING_MAX_CHARS)
 
 
 def summary_line(round_: Round, verdict: Verdict) -> str:
@@ -36,7 +38,7 @@ def summary_line(round_: Round, verdict: Verdict) -> str:
     else:
         counts = f"{verdict.crit} crit, {verdict.warn} warn" if verdict.findings else "no problems"
         said = f"{counts} on {verdict.nodes_answering} of {verdict.nodes} nodes answering"
-    return f"gputop check: {status}: {said} ({round_.cluster})"
+    return safe_line(f"gputop check: {status}: {said} ({round_.cluster})")
 
 
 def check_document(round_: Round, verdict: Verdict) -> dict[str, Any]:

@@ -51,12 +51,15 @@ class Completed:
 
 class RunFailed(Exception):
     """The command gave no exit status to read: the message says why. retry False: trying again will
-    not help until someone changes something (a host key, a refused key) or asks for a refresh."""
+    not help until someone changes something (a host key, a refused key) or asks for a refresh.
+    started True: the command may have run (the link dropped or the time ran out after it was sent), so
+    what it did is unknown; False: it never started (not found, no connection, refused)."""
 
-    def __init__(self, reason: str, *, retry: bool = True) -> None:
+    def __init__(self, reason: str, *, retry: bool = True, started: bool = False) -> None:
         super().__init__(reason)
         self.reason = reason
         self.retry = retry
+        self.started = started
 
 
 class Runner(Protocol):
@@ -100,10 +103,14 @@ class LocalRunner:
             raise RunFailed(not_found_reason(program, None)) from None
         except OSError as oserr:
             raise RunFailed(f"cannot run {program}: {oserr.strerror or oserr}") from None
+        except ValueError as err:  # a NUL in a word: no program can be given it
+            raise RunFailed(f"cannot run {program}: {err}") from None
         try:
             out, errors = await asyncio.wait_for(process.communicate(), timeout_s)
         except TimeoutError:
-            raise RunFailed(f"{program} did not finish within {timeout_s:g}s (killed)") from None
+            raise RunFailed(
+                f"{program} did not finish within {timeout_s:g}s (killed)", started=True
+            ) from None
         finally:
             if process.returncode is None:  # timed out or cancelled: it must not outlive the read
                 with contextlib.suppress(ProcessLookupError):
@@ -181,11 +188,16 @@ class SshRunner:
         except asyncio.CancelledError:
             raise
         except asyncssh.TimeoutError:
-            raise RunFailed(f"{argv[0]} on {self.host} did not finish within {timeout_s:g}s") from None
+            raise RunFailed(
+                f"{argv[0]} on {self.host} did not finish within {timeout_s:g}s", started=True
+            ) from None
+        except asyncssh.ChannelOpenError as err:  # refused before anything ran
+            failure = describe(err, self.host)
+            raise RunFailed(failure.reason, retry=failure.retry) from None
         except Exception as err:
             self._drop(conn)
             failure = describe(err, self.host)
-            raise RunFailed(failure.reason, retry=failure.retry) from None
+            raise RunFailed(failure.reason, retry=failure.retry, started=True) from None
         if result.exit_status == NOT_FOUND_EXIT_STATUS:
             raise RunFailed(not_found_reason(argv[0], self.host))
         status = result.exit_status

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import itertools
+import signal
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -9,6 +13,7 @@ from textual import events
 from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.message import Message
+from textual.notifications import SeverityLevel
 from textual.widgets import Input
 
 from gputop.actions.actor import Actor, actor_for
@@ -18,6 +23,7 @@ from gputop.core.config import Config
 from gputop.core.metrics import HeatScale, Metric, heat_scales
 from gputop.core.models import SnapshotDelta
 from gputop.core.node_actions import NodeAction, reason_template
+from gputop.core.safe_text import safe_block, safe_line
 from gputop.core.source_problems import problems_of
 from gputop.core.summary import ClusterView
 from gputop.gc_tuning import freeze_after_start
@@ -27,7 +33,7 @@ from gputop.tui import themes
 from gputop.tui.commands import GputopCommands
 from gputop.tui.palette import Palette, PaletteCache
 from gputop.tui.screens.dashboard import DashboardScreen
-from gputop.tui.strips import patch_strip_divide
+from gputop.tui.strips import patch_strip_divide, patch_strip_render
 from gputop.tui.widgets.cluster_map import ClusterMap
 from gputop.tui.widgets.node_table import NodeTable
 from gputop.tui.widgets.status_header import StatusHeader
@@ -48,7 +54,12 @@ class AppSettings:
     host_keys_unverified: bool = False  # the config turned host key checking off: the header says so
 
 
+STOP_WAIT_S = 45.0  # an action's timeout (30 s), its re-read, and some room: then gputop stops regardless
+NOTICE_MAX_CHARS = 2000
+NOTICE_MAX_LINES = 12
+
 patch_strip_divide()
+patch_strip_render()
 
 
 class ViewUpdated(Message):
@@ -95,6 +106,9 @@ class GputopApp(App[None]):
         )
         self.poller.cell_metric = self.metric
         self.actor: Actor | None = None if self.read_only else actor_for(settings.sources)
+        self._acting: dict[int, str] = {}  # actions whose command runs now: token -> what it is
+        self._action_tokens = itertools.count()
+        self._stopping: str | None = None  # the signal that asked gputop to stop, while it waits
 
     # -- themes -----------------------------------------------------------------------------------------
     def get_theme_variable_defaults(self) -> dict[str, str]:
@@ -139,11 +153,35 @@ class GputopApp(App[None]):
     def palette(self) -> Palette:
         return self._palettes.get(self)
 
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = True,
+    ) -> None:
+        """Every notice goes through here: its words often quote a node, Slurm or a command's output, so
+        they are made safe for the terminal and bounded first (`gputop.core.safe_text`), and never read
+        as markup (``[@click=...]`` in a job name would become a link that runs an action)."""
+        del markup
+        super().notify(
+            safe_block(message, NOTICE_MAX_CHARS, NOTICE_MAX_LINES),
+            title=safe_line(title),
+            severity=severity,
+            timeout=timeout,
+            markup=False,
+        )
+
     # -- life cycle -------------------------------------------------------------------------------------
     def on_mount(self) -> None:
         self.push_screen(DashboardScreen())
         for warning in self.startup_warnings:
             self.notify(warning, severity="warning", timeout=10)
+        self._watch_signals()
+        if not self.read_only:
+            self._warn_of_unfinished_actions()
         # One long-lived worker; exit_on_error=False so a poller bug shows up as an error, not a dead app.
         self.run_worker(self.poller.run(), name="poller", exit_on_error=False, group="poller")
         self.call_after_refresh(self._preload_screens)
@@ -189,9 +227,16 @@ class GputopApp(App[None]):
         form while it lasts); one that recovers gets one too."""
         now = frozenset(f"{p.badge}: {p.text}" for p in problems_of(view))
         for problem in sorted(now - self._announced):
-            self.notify(problem, severity="error", timeout=15, markup=False)
+            self.notify(
+                problem,
+                severity="error",
+                timeout=15,
+            )
         for problem in sorted(self._announced - now):
-            self.notify(f"recovered: {problem}", timeout=5, markup=False)
+            self.notify(
+                f"recovered: {problem}",
+                timeout=5,
+            )
         self._announced = now
 
     def _announce_new_crit(self, view: ClusterView) -> None:
@@ -206,7 +251,12 @@ class GputopApp(App[None]):
         if config.notify:
             lines = [f"{a.node}: {a.message}" for a in news[:5]]
             more = f"\n... and {len(news) - 5} more (A: alerts)" if len(news) > 5 else ""
-            self.notify("\n".join(lines) + more, title="new CRIT", severity="error", timeout=10, markup=False)
+            self.notify(
+                "\n".join(lines) + more,
+                title="new CRIT",
+                severity="error",
+                timeout=10,
+            )
 
     @staticmethod
     def _freeze_gc() -> None:
@@ -302,6 +352,71 @@ class GputopApp(App[None]):
             self.pop_screen()
         self.push_screen(NodeScreen(name))
 
+    # -- actions in flight, and being stopped while one runs ----------------------------------------------
+    def begin_action(self, what: str) -> int:
+        """An action's command starts now: gputop will not quit until it is over and recorded."""
+        token = next(self._action_tokens)
+        self._acting[token] = what
+        return token
+
+    def end_action(self, token: int) -> None:
+        self._acting.pop(token, None)
+
+    @property
+    def actions_in_flight(self) -> tuple[str, ...]:
+        return tuple(self._acting.values())
+
+    def _watch_signals(self) -> None:
+        """SIGTERM (kill, systemd, a scheduler) and SIGHUP (the terminal closed) end gputop as q does: the
+        terminal is restored, and an action whose command is running is waited for and its outcome
+        recorded first. Without this the default action kills gputop at once: the terminal stays in the
+        alternate screen and the command's outcome is never written."""
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGHUP):
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.add_signal_handler(signum, self._on_stop_signal, signum)
+
+    def _on_stop_signal(self, signum: int) -> None:
+        name = signal.Signals(signum).name
+        if self._stopping is not None:  # asked again: stop now; the running action is recorded as unknown
+            self.exit(return_code=128 + signum)
+            return
+        self._stopping = name
+        self.run_worker(self._stop_when_idle(name, 128 + signum), name="stop", group="stop")
+
+    async def action_quit(self) -> None:
+        if self._acting and self._stopping is None:
+            self._stopping = "q"
+            await self._stop_when_idle("q", 0)
+            return
+        self.exit()
+
+    async def _stop_when_idle(self, why: str, return_code: int) -> None:
+        if self._acting:
+            with contextlib.suppress(Exception):  # the terminal may be gone (SIGHUP)
+                self.notify(
+                    f"{why}: gputop stops once {', '.join(self._acting.values())} is over and recorded",
+                    severity="warning",
+                    timeout=STOP_WAIT_S,
+                )
+            deadline = asyncio.get_running_loop().time() + STOP_WAIT_S
+            while self._acting and asyncio.get_running_loop().time() < deadline:
+                await asyncio.sleep(0.1)
+        self.exit(return_code=return_code)
+
+    def _warn_of_unfinished_actions(self) -> None:
+        """An intent on record with no outcome: an earlier gputop died while the command ran."""
+        from gputop.actions.audit import unfinished
+
+        for record in unfinished(self.settings.config.audit_log)[-3:]:
+            argv = " ".join(str(word) for word in record.get("argv", []))
+            self.notify(
+                f"an action started at {record.get('time')} by {record.get('user')} has no recorded "
+                f"outcome (gputop stopped while it ran): {argv}. Check what it did.",
+                severity="warning",
+                timeout=30,
+            )
+
     # -- drain and resume ---------------------------------------------------------------------------------
     def open_node_action(self, action: NodeAction, nodes: list[str], *, reason: str | None = None) -> None:
         """The drain or resume dialog for ``nodes``, its reason prefilled with ``reason``, else with one
@@ -325,6 +440,9 @@ class GputopApp(App[None]):
             if action == "drain" and len(nodes) == 1 and nodes[0] in view.rows:
                 row = view.rows[nodes[0]]
                 reason = reason_template(row.source, row.problems)
+        # The evidence may quote a node or a user (an Xid line, a job name): prefilled as it is shown, so
+        # what goes to Slurm holds no control character either.
+        reason = safe_line(reason)
         self.push_screen(
             NodeActionScreen(
                 action,
@@ -345,16 +463,16 @@ class GputopApp(App[None]):
             dashboard = self._dashboard()
             if dashboard is not None:
                 dashboard.clear_marks()
-            self.notify(f"{plan.action} {plan.nodeset}: done", timeout=5, markup=False)
+            self.notify(f"{plan.action} {plan.nodeset}: done", timeout=5)
+        elif outcome.result == "unknown":
+            self.notify(f"{plan.action} {plan.nodeset}: outcome unknown", severity="error", timeout=15)
         else:
+            what = "refused" if outcome.refused else "failed"
             self.notify(
-                f"{plan.action} {plan.nodeset} failed: {outcome.output}",
-                severity="error",
-                timeout=15,
-                markup=False,  # scontrol's words verbatim, brackets and all
+                f"{plan.action} {plan.nodeset} {what}: {outcome.output}", severity="error", timeout=15
             )
         if outcome.audit_error:
-            self.notify(outcome.audit_error, severity="error", timeout=30, markup=False)
+            self.notify(outcome.audit_error, severity="error", timeout=30)
 
     def _dashboard(self) -> DashboardScreen | None:
         for screen in self.screen_stack:

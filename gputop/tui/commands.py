@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 from gputop.core.metrics import Metric
+from gputop.core.safe_text import safe_line
 from gputop.tui.widgets.node_table import COLUMNS
 
 if TYPE_CHECKING:
@@ -34,11 +35,12 @@ class GputopCommands(Provider):
         commands.append(("Refresh now", app.action_refresh, "Poll every node at once"))
         commands.append(("Show keys", app.action_help, "Every key binding"))
         for theme in app.gputop_theme_names:
-            commands.append((f"Theme: {theme}", partial(app.set_theme, theme), "Switch theme"))
+            commands.append((f"Theme: {safe_line(theme)}", partial(app.set_theme, theme), "Switch theme"))
         view = app.view
         if view is not None:
             for node in view.snapshot.nodes:
-                commands.append((f"Open node {node.name}", partial(app.open_node, node.name), "Node screen"))
+                name = safe_line(node.name)
+                commands.append((f"Open node {name}", partial(app.open_node, node.name), "Node screen"))
         return commands
 
     async def discover(self) -> Hits:

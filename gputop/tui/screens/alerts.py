@@ -13,6 +13,7 @@ from textual.widgets import Footer, Static
 from gputop.core.alerts import Alert, alert_reason
 from gputop.core.health import format_age
 from gputop.core.models import SnapshotDelta
+from gputop.core.safe_text import safe_line
 from gputop.core.summary import ClusterView
 from gputop.tui.screens.base import GputopScreen
 from gputop.tui.widgets.alert_table import AlertOpened, AlertSelected, AlertTable
@@ -78,8 +79,10 @@ class AlertsScreen(GputopScreen):
         elif alert.acknowledged:
             status = "; acknowledged"
         line.update(
-            f"{alert.severity.value.upper()} {alert.node}: {alert.message} "
-            f"(for {format_age(now_s - alert.since_s)}{status})"
+            safe_line(
+                f"{alert.severity.value.upper()} {alert.node}: {alert.message} "
+                f"(for {format_age(now_s - alert.since_s)}{status})"
+            )
         )
 
     @on(AlertSelected)

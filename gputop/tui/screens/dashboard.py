@@ -13,6 +13,7 @@ from textual.widgets import Footer, Input, Static
 from gputop.core.filter import FilterError, parse_filter
 from gputop.core.metrics import Metric
 from gputop.core.models import SnapshotDelta
+from gputop.core.safe_text import safe_line
 from gputop.core.summary import ClusterView
 from gputop.tui.messages import NodeOpened, NodeSelected
 from gputop.tui.screens.base import GputopScreen
@@ -56,7 +57,7 @@ class DashboardScreen(GputopScreen):
             yield Input(
                 placeholder="filter: name, state, temp>85, util<5, slurm=drain, gpu[001-016] ...", id="filter"
             )
-            yield Static("", id="filter-error")
+            yield Static("", id="filter-error", markup=False)
         yield NodeTable(thresholds=app.settings.config.thresholds, id="nodes")
         yield Footer()
 
@@ -172,7 +173,7 @@ class DashboardScreen(GputopScreen):
 
     def _show_filter_error(self, message: str) -> None:
         error = self.query_one("#filter-error", Static)
-        error.update(message)
+        error.update(safe_line(message))
         error.set_class(bool(message), "shown")
 
     @on(Input.Changed, "#filter")

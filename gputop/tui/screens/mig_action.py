@@ -22,10 +22,12 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Static
 
+from gputop.actions.audit import AuditLog
 from gputop.actions.mig import MigRun, Step, StepOutcome, run_steps
 from gputop.core.config import MigConfig
 from gputop.core.mig_preconditions import PreconditionFailure
 from gputop.core.models import NodeSample, SlurmState, SnapshotDelta
+from gputop.core.safe_text import safe_block, safe_line
 from gputop.core.summary import ClusterView
 from gputop.sources.slurm_runner import Runner
 
@@ -97,7 +99,7 @@ class MigActionScreen(ModalScreen[None]):
         self.runner = runner
         self.mig = mig
         self.cluster = cluster
-        self.audit_log = audit_log
+        self.audit = AuditLog(audit_log, cluster=cluster, demo=demo)
         self.refresh_source = refresh
         self.demo = demo
         self.phase: Phase = "editing"
@@ -172,6 +174,8 @@ class MigActionScreen(ModalScreen[None]):
             self.planned = Planned(refusal=f"{self.node} is no longer in the cluster")
         elif self.runner is None:
             self.planned = Planned(refusal=f"gputop has no way to run commands on {self.node}")
+        elif (problem := self.audit.problem()) is not None:
+            self.planned = Planned(refusal=f"{problem}; gputop does not act without a record")
         else:
             self.planned = self.make_plan(node, self.view.snapshot.slurm)
         self._show_plan()
@@ -182,11 +186,11 @@ class MigActionScreen(ModalScreen[None]):
         if planned.failures:
             checks.append("Refused until this is done:\n", style="bold")
             for failure in planned.failures:
-                checks.append(f" {_MARKS['failed']} {failure.message}\n")
+                checks.append(f" {_MARKS['failed']} {safe_line(failure.message)}\n")
         elif planned.refusal is None:
             checks.append(f" {_MARKS['ok']} preconditions met: {self.PRECONDITIONS}")
         if planned.refusal is not None:
-            checks.append(f"Refused: {planned.refusal}", style="bold")
+            checks.append(f"Refused: {safe_line(planned.refusal)}", style="bold")
         checks.rstrip()
         self.query_one("#checks", Static).update(checks)
         self.query_one("#drain", Button).set_class(
@@ -215,10 +219,10 @@ class MigActionScreen(ModalScreen[None]):
         planned = self.planned
         text = Text()
         if planned.note and not planned.steps:
-            text.append(planned.note)
+            text.append(safe_block(planned.note))
         elif planned.steps:
             if planned.summary:
-                text.append(planned.summary + "\n")
+                text.append(safe_block(planned.summary) + "\n")
             count = len(planned.steps)
             text.append(
                 f"{count} commands, run one after the other {self._where()}:\n"
@@ -235,7 +239,7 @@ class MigActionScreen(ModalScreen[None]):
                 elif stopped:
                     state = "not_run"
                 text.append(f"{_MARKS[state]} {n:>2} ", style="bold")
-                text.append(shlex.join(step.argv))
+                text.append(safe_line(shlex.join(step.argv)))
                 if state == "not_run":
                     text.append("  (not run)", style="dim")
                 text.append("\n")
@@ -280,11 +284,9 @@ class MigActionScreen(ModalScreen[None]):
             run = await run_steps(
                 steps,
                 runner,
+                self.audit,
                 node=self.node,
-                cluster=self.cluster,
-                audit_log=self.audit_log,
                 timeout_s=self.mig.step_timeout_s,
-                demo=self.demo,
                 on_step=self._step_done,
             )
         finally:
@@ -306,13 +308,13 @@ class MigActionScreen(ModalScreen[None]):
         self._show_steps()
         self._follow()
         if outcome.audit_error:
-            self.notify(outcome.audit_error, severity="error", timeout=30, markup=False)
+            self.notify(outcome.audit_error, severity="error", timeout=30)
 
     def _judge(self, verdict: Verdict) -> None:
         if self.phase != "rereading":
             return
         shown = self.query_one("#verdict", Static)
-        shown.update(verdict.text)
+        shown.update(safe_block(verdict.text))
         shown.add_class("shown")
         self._follow()
         if verdict.final:
@@ -336,9 +338,13 @@ class MigActionScreen(ModalScreen[None]):
 
 def _outcome_text(outcome: StepOutcome) -> str:
     status = "exit 0" if outcome.ok else f"exit {outcome.exit_status}"
-    if outcome.exit_status is None:
+    if outcome.result is None:
+        status = "refused: nothing was run"
+    elif outcome.result == "unknown":
+        status = "OUTCOME UNKNOWN: it may have acted; the listings read next say what the GPU holds"
+    elif outcome.exit_status is None:
         status = "no exit status"
-    lines = [f"      {status}"] + [f"      {line}" for line in outcome.output.splitlines()]
+    lines = [f"      {status}"] + [f"      {line}" for line in safe_block(outcome.output).splitlines()]
     if outcome.audit_error:
         lines.append(f"      WARNING: {outcome.audit_error}")
     return "\n".join(lines) + "\n"

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
+from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.widgets import Input, OptionList, Static
@@ -19,6 +20,7 @@ from gputop.core.mig_plan import GpuPlan, MigPlan, mig_gpu_from_node, plan_match
 from gputop.core.mig_preconditions import check_preconditions
 from gputop.core.models import NodeSample, SlurmState
 from gputop.core.parsers.mig import MigComputeInstances, MigGpuInstances
+from gputop.core.safe_text import safe_block, safe_line
 from gputop.tui.screens.mig_action import MigActionScreen, Planned, Verdict
 
 _PRESET = "preset:"
@@ -84,7 +86,7 @@ class MigRepartitionScreen(MigActionScreen):
     def _show_now(self, gpus: Sequence[MigGpu], why: str = "") -> None:
         self._now_gpus = tuple(gpus)
         if not gpus:
-            self.query_one("#now", Static).update(f"{self._now_word}: unknown ({why})")
+            self.query_one("#now", Static).update(safe_line(f"{self._now_word}: unknown ({why})"))
             return
         model = gpus[0].model.removeprefix("NVIDIA ")
         lines = [f"{model}, {self._now_word}:"]
@@ -92,7 +94,7 @@ class MigRepartitionScreen(MigActionScreen):
             have = Counter(short_name(gi.name) for gi in gpu.gpu_instances)
             held = ", ".join(f"{n}x{name}" for name, n in have.items()) or "no GPU instances"
             lines.append(f"  GPU {gpu.index}: {held}")
-        self.query_one("#now", Static).update("\n".join(lines))
+        self.query_one("#now", Static).update(safe_block("\n".join(lines)))
 
     def _show_choices(self, gpu: MigGpu, text: str) -> None:
         """The presets that fit this model, then each profile with how many more fit beside ``text``."""
@@ -112,7 +114,8 @@ class MigRepartitionScreen(MigActionScreen):
         options.display = bool(choices)
         highlighted = options.highlighted
         options.clear_options()
-        options.add_options([Option(prompt, id=key) for key, prompt in choices])
+        # Text, not str: an OptionList reads a str as markup, and profile names are the node's words
+        options.add_options([Option(Text(safe_line(prompt)), id=key) for key, prompt in choices])
         if highlighted is not None and choices:
             options.highlighted = min(highlighted, len(choices) - 1)
 

@@ -12,6 +12,7 @@ from gputop.core.mig_layout import Refusal
 from gputop.core.mig_plan import plan_mig_mode
 from gputop.core.mig_preconditions import check_preconditions
 from gputop.core.models import NodeSample, SlurmState
+from gputop.core.safe_text import safe_block
 from gputop.tui.screens.mig_action import MigActionScreen, Planned, Verdict
 
 
@@ -41,7 +42,7 @@ class MigModeScreen(MigActionScreen):
         plan = plan_mig_mode(node, self.gpu_indices, self.enable, self.mig.command_prefix)
         if isinstance(plan, Refusal):
             return Planned(refusal=plan.message, failures=failures)
-        self.query_one("#warning", Static).update(plan.warning)
+        self.query_one("#warning", Static).update(safe_block(plan.warning))
         already = ", ".join(map(str, plan.already))
         summary = f"already {self.state} (nothing runs for them): GPU {already}" if plan.already else ""
         note = None if plan.steps else f"MIG mode is already {self.state}: nothing to run."

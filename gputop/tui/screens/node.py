@@ -18,6 +18,7 @@ from gputop.core.health import format_age
 from gputop.core.models import GpuSample, NodeSample, Severity, SlurmState, SnapshotDelta
 from gputop.core.parsers.query_gpu import throttling_reasons
 from gputop.core.problem import GpuVerdict, gpu_verdicts
+from gputop.core.safe_text import safe_line
 from gputop.core.summary import ClusterView, NodeRow
 from gputop.tui import format as fmt
 from gputop.tui.palette import Palette
@@ -32,7 +33,8 @@ from gputop.tui.widgets.topology_pane import TopologyPane
 if TYPE_CHECKING:
     pass
 
-# The bindings that change something (or only serve to): gone in read-only mode.
+PROCESS_NAME_MAX_CHARS = 64  # a path-long process name would push the others off the row
+
 GPU_COLUMNS = (
     ("gpu", "GPU"),
     ("health", "Health"),
@@ -49,8 +51,19 @@ GPU_COLUMNS = (
 )
 
 
-def _styled(text: str, severity: Severity | None, palette: Palette) -> Text | str:
-    return text if severity is None else Text(text, style=palette.severity[severity])
+def _styled(text: str, severity: Severity | None, palette: Palette) -> Text:
+    # Always a Text: the DataTable reads a plain str as markup, and a process name like
+    # "[@click=...]x" would become a link that runs an action.
+    return Text(text) if severity is None else Text(text, style=palette.severity[severity])
+
+
+def _same_cell(shown: object, value: Text) -> bool:
+    # Text's own == ignores the style, and a cell that turns WARN keeps its words
+    return isinstance(shown, Text) and (shown.plain, shown.style, shown.spans) == (
+        value.plain,
+        value.style,
+        value.spans,
+    )
 
 
 def gpu_cells(
@@ -60,7 +73,7 @@ def gpu_cells(
     t: Thresholds,
     palette: Palette,
     verdict: GpuVerdict | None = None,
-) -> dict[str, Text | str]:
+) -> dict[str, Text]:
     """The GPU table's cells for one GPU; ``verdict``: its worst problem (None: it has none)."""
     temp_sev = None
     if gpu.temp_c is not None:
@@ -76,7 +89,8 @@ def gpu_cells(
     ecc = "n/a" if gpu.ecc_uncorrected is None else str(gpu.ecc_uncorrected)
     job = slurm.job_on_gpu(node, gpu.index) if slurm else None
     procs = ", ".join(
-        f"{p.name}:{p.pid}" + (f" {fmt.gib(p.used_mib)}G" if p.used_mib is not None else "")
+        f"{safe_line(p.name, PROCESS_NAME_MAX_CHARS)}:{p.pid}"
+        + (f" {fmt.gib(p.used_mib)}G" if p.used_mib is not None else "")
         for p in gpu.processes
     )
     clock = fmt.mhz(gpu.sm_clock_mhz)
@@ -84,24 +98,24 @@ def gpu_cells(
     if slowed:
         clock += f" ({slowed[0].replace('_', ' ')})"
     if verdict is None:
-        health: Text | str = "ok"
+        health = Text("ok")
     else:
         # the row already says which GPU: "CRIT 91 C", "WARN PCIe x8, max x16"
         reason = verdict.reason.removeprefix(f"GPU{gpu.index} ")
-        health = _styled(f"{verdict.severity.value.upper()} {reason}", verdict.severity, palette)
+        health = _styled(f"{verdict.severity.value.upper()} {safe_line(reason)}", verdict.severity, palette)
     return {
-        "gpu": str(gpu.index),
+        "gpu": Text(str(gpu.index)),
         "health": health,
-        "model": gpu.name.removeprefix("NVIDIA "),
-        "util": fmt.pct(gpu.util_pct),
+        "model": Text(safe_line(gpu.name.removeprefix("NVIDIA "))),
+        "util": Text(fmt.pct(gpu.util_pct)),
         "mem": _styled(mem_text, mem_sev, palette),
         "temp": _styled(fmt.temp(gpu.temp_c), temp_sev, palette),
-        "power": fmt.power_pair(gpu.power_w, gpu.power_limit_w),
+        "power": Text(fmt.power_pair(gpu.power_w, gpu.power_limit_w)),
         "clock": _styled(clock, Severity.WARN if slowed else None, palette),
         "ecc": _styled(ecc, Severity.CRIT if gpu.ecc_uncorrected else None, palette),
-        "mig": {True: "on", False: "off", None: "n/a"}[gpu.mig_enabled],
-        "job": f"{job.job_id} {job.user}" if job else "-",
-        "procs": procs or "-",
+        "mig": Text({True: "on", False: "off", None: "n/a"}[gpu.mig_enabled]),
+        "job": Text(safe_line(f"{job.job_id} {job.user}") if job else "-"),
+        "procs": Text(safe_line(procs) if procs else "-"),
     }
 
 
@@ -145,7 +159,7 @@ class NodeScreen(GputopScreen):
         return int(key) if key is not None else None
 
     def _show_mark(self, table: DataTable[Text | str], index: int) -> None:
-        label = f"*{index}" if index in self.marked_gpus else str(index)
+        label = Text(f"*{index}" if index in self.marked_gpus else str(index))
         table.update_cell(str(index), "gpu", label, update_width=True)
 
     def _targets(self) -> list[int]:
@@ -208,13 +222,13 @@ class NodeScreen(GputopScreen):
     def compose(self) -> ComposeResult:
         app = self.gputop
         yield app.status_header()
-        yield Static(self.node_name, id="node-title")
+        yield Static(safe_line(self.node_name), id="node-title", markup=False)
         table: DataTable[Text | str] = DataTable(id="gpus", cursor_type="row", zebra_stripes=True)
         for key, label in GPU_COLUMNS:
             table.add_column(label, key=key)
         yield table
         with VerticalScroll(id="details"):
-            yield Static("", id="details-text")
+            yield Static("", id="details-text", markup=False)
             yield MigPane(id="mig")
             yield TopologyPane(id="topology")
         yield Footer()
@@ -272,7 +286,9 @@ class NodeScreen(GputopScreen):
         node = view.snapshot.node(self.node_name)
         row = view.rows.get(self.node_name)
         if node is None or row is None:
-            self.query_one("#node-title", Static).update(f"{self.node_name}: no longer in the cluster")
+            self.query_one("#node-title", Static).update(
+                safe_line(f"{self.node_name}: no longer in the cluster")
+            )
             return
         palette = self.gputop.palette
         self._update_title(node, row, palette)
@@ -283,7 +299,7 @@ class NodeScreen(GputopScreen):
 
     def _update_title(self, node: NodeSample, row: NodeRow, palette: Palette) -> None:
         title = Text(no_wrap=True, overflow="ellipsis")
-        title.append(node.name, style="bold")
+        title.append(safe_line(node.name), style="bold")
         title.append(f"  {node.reachability.value}", palette.severity[row.severity])
         title.append(f"  GPUs {row.gpu_count}", palette.text)
         if row.expected_gpu_count is not None:
@@ -292,7 +308,7 @@ class NodeScreen(GputopScreen):
         title.append(f"  memory {fmt.mem_pair(row.mem_used_mib, row.mem_total_mib)}")
         title.append(f"  power {fmt.power(row.power_w)}")
         if row.slurm_state:
-            title.append(f"  slurm {row.slurm_state}")
+            title.append(f"  slurm {safe_line(row.slurm_state)}")
         title.append("   [ ] previous/next node", palette.dim)
         self.query_one("#node-title", Static).update(title)
 
@@ -320,10 +336,10 @@ class NodeScreen(GputopScreen):
         for gpu in node.gpus:
             cells = gpu_cells(gpu, node.name, slurm, thresholds, palette, verdicts.get(gpu.index))
             if gpu.index in self.marked_gpus:
-                cells["gpu"] = f"*{gpu.index}"
+                cells["gpu"] = Text(f"*{gpu.index}")
             for key, _label in GPU_COLUMNS:
                 value = cells[key]
-                if table.get_cell(str(gpu.index), key) != value:
+                if not _same_cell(table.get_cell(str(gpu.index), key), value):
                     table.update_cell(str(gpu.index), key, value)
 
     def _details(self, node: NodeSample, row: NodeRow, view: ClusterView, palette: Palette) -> Text:
@@ -334,20 +350,21 @@ class NodeScreen(GputopScreen):
             text.append("  none\n", palette.severity[Severity.OK])
         for problem in row.problems:
             text.append(f"  {problem.severity.value.upper():4} ", palette.severity[problem.severity])
-            text.append(problem.message + "\n")
+            text.append(safe_line(problem.message) + "\n")
         if node.error or node.sampled_at_s is not None or node.fact_errors:
             text.append("\nCollection\n", style="bold")
             if node.sampled_at_s is not None:
                 text.append(f"  last data {format_age(now_s - node.sampled_at_s)} ago\n")
             if node.error and not node.error.startswith("no data for"):
-                text.append(f"  {node.error}\n", palette.severity[Severity.WARN])
+                text.append(f"  {safe_line(node.error)}\n", palette.severity[Severity.WARN])
         for command, reason in sorted(node.fact_errors.items()):
-            text.append(f"  {command}: {reason}\n", palette.severity[Severity.WARN])
+            text.append(f"  {safe_line(f'{command}: {reason}')}\n", palette.severity[Severity.WARN])
         slurm = view.snapshot.slurm
         slurm_node = slurm.nodes.get(node.name) if slurm else None
         if slurm_node is not None:
             text.append("\nSlurm\n", style="bold")
-            text.append(f"  state {slurm_node.label}   partitions {','.join(slurm_node.partitions) or '-'}\n")
+            partitions = ",".join(slurm_node.partitions) or "-"
+            text.append(safe_line(f"  state {slurm_node.label}   partitions {partitions}") + "\n")
             if slurm_node.reason:
                 who = f" by {slurm_node.reason_user}" if slurm_node.reason_user else ""
                 when = ""
@@ -355,16 +372,20 @@ class NodeScreen(GputopScreen):
                     when = " at " + datetime.fromtimestamp(slurm_node.reason_time_s, UTC).strftime(
                         "%Y-%m-%d %H:%M UTC"
                     )
-                text.append(f"  reason: {slurm_node.reason}{who}{when}\n")
+                text.append(safe_line(f"  reason: {slurm_node.reason}{who}{when}") + "\n")
             jobs = [j for j in slurm.jobs if node.name in j.gpus_by_node] if slurm else []
             for job in jobs:
                 held = ",".join(str(i) for i in job.gpus_by_node[node.name])
                 elapsed = format_age(now_s - job.start_time_s) if job.start_time_s else "-"
                 who = f"{job.user}, {job.partition}"
-                text.append(f"  job {job.job_id} {job.name} ({who}) GPUs {held}, running {elapsed}\n")
+                text.append(
+                    safe_line(f"  job {job.job_id} {job.name} ({who}) GPUs {held}, running {elapsed}") + "\n"
+                )
         if node.xid_events:
             text.append("\nXid events\n", style="bold")
             for event in node.xid_events:
                 stamp = datetime.fromtimestamp(event.time_s, UTC).strftime("%Y-%m-%d %H:%M:%S")
-                text.append(f"  {stamp} Xid {event.code} {event.pci_bus_id or ''}: {event.message}\n")
+                text.append(
+                    safe_line(f"  {stamp} Xid {event.code} {event.pci_bus_id or ''}: {event.message}") + "\n"
+                )
         return text

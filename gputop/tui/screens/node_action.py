@@ -1,5 +1,10 @@
 """The drain/resume dialog: the exact command, the nodes and the jobs it touches, a required reason, and
-Cancel focused, so nothing runs by accident. More than one node asks for the count to be typed."""
+Cancel focused, so nothing runs by accident. More than one node asks for the count to be typed.
+
+Nothing runs unless its intent can be recorded: an audit log that cannot be written is said at once and
+the run button stays off. Once the command is started the dialog stays until its outcome is known and on
+record (Escape and Cancel wait), and an outcome that is unknown is said as unknown, with what Slurm says
+of the nodes now."""
 
 from __future__ import annotations
 
@@ -13,11 +18,14 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Static
 
 from gputop.actions.actor import Actor
+from gputop.actions.audit import AuditLog
 from gputop.actions.execute import ActionOutcome, execute
 from gputop.core.models import SlurmState
 from gputop.core.node_actions import NodeAction, NodeActionPlan, Refused, plan_node_action
+from gputop.core.safe_text import safe_block, safe_line
 
 MAX_JOBS_SHOWN = 8
+MAX_REASON_SHOWN = 1000
 
 
 class NodeActionScreen(ModalScreen[ActionOutcome | None]):
@@ -57,14 +65,19 @@ class NodeActionScreen(ModalScreen[ActionOutcome | None]):
         self.slurm = slurm
         self.actor = actor
         self.cluster = cluster
-        self.audit_log = audit_log
+        self.audit = AuditLog(audit_log, cluster=cluster, demo=actor.demo)
         self.initial_reason = reason
         self.on_done = on_done
         self.plan: NodeActionPlan | Refused = self._plan(reason)
         self.outcome: ActionOutcome | None = None
+        self.running = False
 
     def _plan(self, reason: str) -> NodeActionPlan | Refused:
-        return plan_node_action(self.action_name, self.nodes, self.cluster_nodes, reason, self.slurm)
+        plan = plan_node_action(self.action_name, self.nodes, self.cluster_nodes, reason, self.slurm)
+        problem = self.audit.problem()
+        if problem is not None and isinstance(plan, NodeActionPlan):
+            return Refused(f"{problem}; gputop does not act without a record")
+        return plan
 
     # -- layout -----------------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -95,7 +108,7 @@ class NodeActionScreen(ModalScreen[ActionOutcome | None]):
         plan = self.plan
         refused = self.query_one("#refused", Static)
         if isinstance(plan, Refused):
-            refused.update(f"Refused: {plan.reason}")
+            refused.update(f"Refused: {safe_block(plan.reason)}")
             refused.add_class("shown")
             self.query_one("#command", Static).update("")
             self.query_one("#run", Button).disabled = True
@@ -105,10 +118,10 @@ class NodeActionScreen(ModalScreen[ActionOutcome | None]):
         if plan.already:
             state = "drained or draining" if plan.action == "drain" else "not drained"
             already = f"\nalready {state} (no harm in running it): {', '.join(plan.already)}"
-        self.query_one("#nodes", Static).update(f"nodes: {plan.nodeset}{already}")
+        self.query_one("#nodes", Static).update(safe_block(f"nodes: {plan.nodeset}{already}"))
+        where = "in the demo simulator" if self.actor.demo else f"on {self.actor.runner.where}"
         self.query_one("#command", Static).update(
-            f"runs {'in the demo simulator' if self.actor.demo else 'on ' + self.actor.runner.where}:\n"
-            f"{plan.command_line}"
+            f"runs {safe_line(where)}:\n{safe_line(plan.command_line, 2 * MAX_REASON_SHOWN)}"
         )
         self.query_one("#jobs", Static).update(self._jobs_text(plan))
         self.query_one("#run", Button).disabled = not self._confirmed(plan)
@@ -118,7 +131,9 @@ class NodeActionScreen(ModalScreen[ActionOutcome | None]):
         if not plan.running_jobs:
             return "no running jobs on these nodes" if plan.action == "drain" else ""
         lines = [
-            f"  {job.job_id} {job.user} {job.name} on {','.join(job.nodes or tuple(job.gpus_by_node))}"
+            safe_line(
+                f"  {job.job_id} {job.user} {job.name} on {','.join(job.nodes or tuple(job.gpus_by_node))}"
+            )
             for job in plan.running_jobs[:MAX_JOBS_SHOWN]
         ]
         more = len(plan.running_jobs) - MAX_JOBS_SHOWN
@@ -146,12 +161,18 @@ class NodeActionScreen(ModalScreen[ActionOutcome | None]):
 
     @on(Button.Pressed, "#cancel")
     def action_cancel(self) -> None:
+        if self.running:
+            # scontrol is running: closing now would leave its outcome unseen (it is still recorded)
+            self.notify("the command is running: its outcome is on its way", severity="warning", timeout=3)
+            return
         self.dismiss(self.outcome)
 
     @on(Button.Pressed, "#run")
     def _run_pressed(self) -> None:
         if isinstance(self.plan, NodeActionPlan) and self._confirmed(self.plan):
+            self.running = True
             self.query_one("#run", Button).disabled = True
+            self.query_one("#cancel", Button).disabled = True
             for widget in self.query(Input):
                 widget.disabled = True
             outcome = self.query_one("#outcome", Static)
@@ -161,26 +182,44 @@ class NodeActionScreen(ModalScreen[ActionOutcome | None]):
 
     @work(exclusive=True, group="node-action")
     async def _run(self, plan: NodeActionPlan) -> None:
-        outcome = await execute(
-            plan,
-            self.actor.runner,
-            cluster=self.cluster,
-            audit_log=self.audit_log,
-            env=self.actor.env,
-            demo=self.actor.demo,
-        )
+        app = self.app
+        token = app.begin_action(f"{plan.action} {plan.nodeset}")  # type: ignore[attr-defined]
+        try:
+            outcome = await execute(
+                plan, self.actor.runner, self.audit, env=self.actor.env, reread=self.actor.reread
+            )
+        finally:
+            app.end_action(token)  # type: ignore[attr-defined]
         self.outcome = outcome
+        self.running = False
         self.actor.after()
-        text = "done" if outcome.ok else f"FAILED (exit status {outcome.exit_status})"
-        if outcome.exit_status is None:
-            text = "FAILED: it did not run to an exit"
-        lines = [text]
-        if outcome.output:
-            lines.append(outcome.output)
-        if outcome.audit_error:
-            lines.append(f"WARNING: {outcome.audit_error}")
-        self.query_one("#outcome", Static).update("\n".join(lines))
-        self.query_one("#cancel", Button).label = "Close"
-        self.query_one("#cancel", Button).focus()
+        self.query_one("#outcome", Static).update(safe_block(outcome_text(outcome)))
+        cancel = self.query_one("#cancel", Button)
+        cancel.label = "Close"
+        cancel.disabled = False
+        cancel.focus()
         if self.on_done is not None:
             self.on_done(outcome)
+
+
+def outcome_text(outcome: ActionOutcome) -> str:
+    """What became of the action, in words: done, failed and why, refused, or unknown and what Slurm
+    says of the nodes now."""
+    if outcome.refused:
+        lines = ["REFUSED: nothing was run", outcome.output]
+    elif outcome.ok:
+        lines = ["done", outcome.output]
+    elif outcome.result == "unknown":
+        lines = [f"OUTCOME UNKNOWN ({outcome.output or 'no exit status'}): it may have taken effect"]
+        if outcome.states_now is not None:
+            lines.append("Slurm now says:")
+            lines += [f"  {node}: {state}" for node, state in outcome.states_now.items()]
+        elif outcome.reread_error is not None:
+            lines.append(f"the nodes could not be read again: {outcome.reread_error}")
+    elif outcome.exit_status is None:
+        lines = ["FAILED: it did not run", outcome.output]
+    else:
+        lines = [f"FAILED (exit status {outcome.exit_status})", outcome.output]
+    if outcome.audit_error:
+        lines.append(f"WARNING: {outcome.audit_error}")
+    return "\n".join(line for line in lines if line)

@@ -16,6 +16,7 @@ from gputop.core.idle import IdleState
 from gputop.core.jobs import JobRow, parse_job_filter
 from gputop.core.models import SnapshotDelta
 from gputop.core.nodeset import fold_indices, natural_key
+from gputop.core.safe_text import safe_line
 from gputop.core.summary import ClusterView
 from gputop.tui.screens.base import GputopScreen
 from gputop.tui.widgets.cluster_map import ClusterMap
@@ -107,7 +108,7 @@ class QueueScreen(GputopScreen):
         job = row.job
         nodes = frozenset(job.nodes or tuple(job.gpus_by_node))
         self._light(nodes or None, {node: frozenset(indices) for node, indices in job.gpus_by_node.items()})
-        line.update(job_line(row, view.idle))
+        line.update(safe_line(job_line(row, view.idle)))
 
     def _light(self, nodes: frozenset[str] | None, gpus: dict[str, frozenset[int]]) -> None:
         # Only a change repaints the map: every tick re-shows the job, and most ticks it holds the same GPUs.
@@ -163,7 +164,7 @@ class QueueScreen(GputopScreen):
         try:
             job_filter = parse_job_filter(event.value)
         except FilterError as err:
-            error.update(str(err))
+            error.update(safe_line(str(err)))
             error.add_class("shown")
             return
         error.remove_class("shown")

@@ -17,7 +17,7 @@ from textual.widget import Widget
 from gputop.core.mig_view import LISTINGS, MigGpuView, MigInstanceView, MigNodeView, mig_node_view
 from gputop.core.models import NodeSample, Severity
 from gputop.tui.palette import Palette, PaletteCache
-from gputop.tui.strips import line_strip
+from gputop.tui.strips import line_strip, safe_line_strip
 
 Line = list[Segment]
 INDENT = 2
@@ -61,7 +61,7 @@ class MigPane(Widget):
         if self._cache is not None and self._cache[0] == key:
             return self._cache[1]
         lines = _Painter(palette, _block_styles(self), width).lines(self.view)
-        strips = [line_strip(line, width, palette.empty) for line in lines]
+        strips = [safe_line_strip(line, width, palette.empty) for line in lines]
         self._cache = (key, strips)
         return strips
 

@@ -9,6 +9,7 @@ from textual.widget import Widget
 
 from gputop.core.health import format_age
 from gputop.core.models import Severity
+from gputop.core.safe_text import safe_line
 from gputop.core.source_problems import problems_of
 from gputop.core.summary import ClusterView
 from gputop.tui import format as fmt
@@ -68,7 +69,7 @@ class StatusHeader(Widget):
         # Narrow terminals get the short forms, so the alert count and data age never fall off the end.
         short = self.size.width < 150
         sep = (" " if short else "  ", palette.dim)
-        text.append(f" {view.snapshot.cluster}", palette.text + palette.selection)
+        text.append(f" {safe_line(view.snapshot.cluster)}", palette.text + palette.selection)
         text.append(*sep)
         text.append("" if short else "nodes ", palette.dim)
         text.append(f"{s.nodes_ok} ok", palette.severity[Severity.OK])
@@ -106,7 +107,7 @@ class StatusHeader(Widget):
         for problem in problems_of(view):
             text.append(*sep)
             text.append(f" {problem.badge} ", palette.severity_badge[Severity.CRIT])
-            text.append(f" {problem.text}", palette.severity[Severity.CRIT])
+            text.append(f" {safe_line(problem.text)}", palette.severity[Severity.CRIT])
             if problem.kept_since_s is not None:
                 kept_age_s = max(0.0, now_s - problem.kept_since_s)
                 text.append(f" (showing its state of {format_age(kept_age_s)} ago)", palette.dim)

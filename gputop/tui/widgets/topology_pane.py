@@ -18,7 +18,7 @@ from textual.widget import Widget
 from gputop.core.models import NodeSample
 from gputop.core.topology_view import TopologyView, topology_view
 from gputop.tui.palette import PaletteCache
-from gputop.tui.strips import line_strip
+from gputop.tui.strips import line_strip, safe_line_strip
 from gputop.tui.widgets.topology_lines import Line, Painter, PaneStyles, Selection
 
 
@@ -95,7 +95,7 @@ class TopologyPane(Widget, can_focus=True):
             painter = Painter(self.view, PaneStyles.of(palette), Selection(gpu, self.has_focus), width)
             lines = painter.lines()
             gpu_lines = painter.gpu_lines
-        strips = [line_strip(line, width, palette.empty) for line in lines]
+        strips = [safe_line_strip(line, width, palette.empty) for line in lines]
         self._cache = (key, strips, gpu_lines)
         return strips, gpu_lines
 

@@ -21,6 +21,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from gputop.core.models import Severity
+from gputop.core.safe_text import safe_line
 from gputop.tui.palette import Palette, PaletteCache
 from gputop.tui.strips import line_strip
 
@@ -297,6 +298,8 @@ class VirtualTable(ScrollView, can_focus=True):
         segments: list[Segment] = []
         for column, col_width in self._layout(width):
             text, severity = column.cell(row, self.cell_context)
+            # Cells carry job names, reasons, problems: text any cluster user may have written.
+            text = safe_line(text)
             if column.key == first and key in self.marked:
                 text = "*" + text  # marked: the key column is two wider than the longest key
             text = text[:col_width]
