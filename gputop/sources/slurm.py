@@ -2,23 +2,26 @@
 machine or on a login node over SSH (`gputop.sources.slurm_runner`), and handed to the poller as a
 `SlurmState` next to the GPUs.
 
-Which commands. ``scontrol -d -o show node`` and ``scontrol -d -o show job`` first, because they are the
-only form that names, on every Slurm version in use (17.x to 25.x, with or without the JSON plugins),
+Which commands. JSON first, because it is the only form in which a field cannot pose as another: any
+Slurm user writes job names and working directories, and in text a name holding a line break and
+``JobId=...`` reads as a job of its own (see `gputop.core.parsers.slurm_checked`).
 
-- the GPU indices each job holds *per node*, keyed by node: ``-d`` prints one detail per node group,
-  ``Nodes=node[01-02] ... GRES=gpu:h100:4(IDX:0-3)``. ``squeue --json``'s ``gres_detail`` is a bare list
-  that has to be matched by position to the job's allocation, and text squeue has no indices at all;
-- each node's allocated GPU indices (``GresUsed=gpu:h100:5(IDX:0-4)``). From 23.02 ``sinfo --json``
-  groups nodes by state and prints one ``gres.used`` per group, so per-node indices are lost there;
-- the drain reason with who set it and when (``Reason=... [root@2026-12-02T21:57:08]``).
+- Jobs: ``squeue --json`` (21.08 and later, with Slurm's JSON plugins). Its ``gres_detail`` gives each
+  job's GPU indices per node, in the order of the job's allocated nodes.
+- Nodes: ``scontrol --json show node`` (23.02 and later), one entry per node with its GPUs in use
+  (``gres_used`` with IDX) and its drain reason, who set it and when; then ``sinfo --json`` (21.08 to
+  22.05 list nodes one by one; from 23.02 it groups them, and per-node GPU indices are lost).
+- Without JSON: ``scontrol -d -o show job|node``, which name per-node GPU indices in text, each checked
+  against a listing of Slurm's own fields only (``squeue``/``sinfo`` with no free-text field), which
+  decides which jobs and nodes exist and their users, states and nodes. Last, that listing alone.
 
-The times scontrol prints carry no zone; the text commands run with ``SLURM_TIME_FORMAT=standard`` and
-``TZ=UTC`` so they are printed in UTC wherever the command runs, and are read exactly.
+The text commands run with ``SLURM_TIME_FORMAT=standard`` and ``TZ=UTC``, so the zone-less times they
+print are in UTC wherever the command runs, and are read exactly.
 
 Where a form is refused (an option the installed Slurm does not know, a missing JSON plugin), the next is
-tried and kept: scontrol, then ``squeue --json``/``sinfo --json``, then gputop's text ``squeue``/``sinfo``
-formats (which give states, reasons and jobs but no GPU indices). Each such step is said in `notes`.
-A refresh starts from scontrol again.
+tried and kept; each such step is said in `notes`. A refresh starts from the first again. Outputs are
+parsed in a worker thread, element by element for JSON, so a queue of 50,000 jobs does not hold up the
+keys.
 
 Failures never block the poller and never lose what was read: every failure becomes
 ``SlurmState(error=<reason>)`` with the last good nodes and jobs, whose ``sampled_at_s`` says how old they
@@ -43,7 +46,6 @@ from gputop.core.parsers.slurm import (
     SCONTROL_NODES_ARGV,
     SINFO_ARGV,
     SINFO_JSON_ARGV,
-    SQUEUE_ARGV,
     SQUEUE_JSON_ARGV,
     TEXT_ENV,
     SlurmJobs,
@@ -52,8 +54,15 @@ from gputop.core.parsers.slurm import (
     parse_scontrol_nodes,
     parse_sinfo,
     parse_sinfo_json,
-    parse_squeue,
     parse_squeue_json,
+)
+from gputop.core.parsers.slurm_checked import (
+    SAFE_SINFO_ARGV,
+    SAFE_SQUEUE_ARGV,
+    checked_jobs,
+    checked_nodes,
+    parse_safe_sinfo,
+    parse_safe_squeue,
 )
 from gputop.sources.slurm_runner import Completed, RunFailed, Runner, runner_for
 
@@ -74,28 +83,87 @@ _CONTROLLER_SLOW = "socket timed out on send/recv"
 _NO_CONFIG = "could not establish a configuration source"
 
 
+Listing = SlurmNodes | SlurmJobs
+
+
 @dataclass(frozen=True, slots=True)
 class Form:
-    """One way to read a listing: the command, whether it is a text form, and its parser."""
+    """One way to read a listing: the command, whether it is a text form, and its parser; a text form
+    with free-text fields also has the listing of Slurm's own fields it is checked against."""
 
     label: str  # how messages name it
     argv: tuple[str, ...]
     text: bool  # run with TEXT_COMMAND_ENV
     gpu_indices: bool  # whether it names the GPU indices of jobs and nodes
-    parse: Callable[[str], SlurmNodes | SlurmJobs | ParseFailure]
+    parse: Callable[[str], Listing | ParseFailure]
+    check: tuple[str, ...] | None = None  # runs beside argv; its output goes to `merge`
+    merge: Callable[[Listing, str], Listing | ParseFailure] | None = None
 
+
+def _checked_jobs(details: Listing, safe_text: str) -> Listing | ParseFailure:
+    safe = parse_safe_squeue(safe_text)
+    if isinstance(safe, ParseFailure) or not isinstance(details, SlurmJobs):
+        return safe
+    return checked_jobs(details, safe)
+
+
+def _checked_nodes(details: Listing, safe_text: str) -> Listing | ParseFailure:
+    safe = parse_safe_sinfo(safe_text)
+    if isinstance(safe, ParseFailure) or not isinstance(details, SlurmNodes):
+        return safe
+    return checked_nodes(details, safe)
+
+
+SCONTROL_JSON_NODES_ARGV = ("scontrol", "--json", "show", "node")
 
 NODE_FORMS: tuple[Form, ...] = (
-    Form("scontrol -d -o show node", SCONTROL_NODES_ARGV, True, True, parse_scontrol_nodes),
+    Form("scontrol --json show node", SCONTROL_JSON_NODES_ARGV, False, True, parse_sinfo_json),
     Form("sinfo --json", SINFO_JSON_ARGV, False, True, parse_sinfo_json),
-    Form("sinfo (text)", SINFO_ARGV, True, False, parse_sinfo),
+    Form(
+        "scontrol -d -o show node",
+        SCONTROL_NODES_ARGV,
+        True,
+        True,
+        parse_scontrol_nodes,
+        SAFE_SINFO_ARGV,
+        _checked_nodes,
+    ),
+    Form("sinfo (text)", SINFO_ARGV, True, False, parse_sinfo, SAFE_SINFO_ARGV, _checked_nodes),
 )
 JOB_FORMS: tuple[Form, ...] = (
-    Form("scontrol -d -o show job", SCONTROL_JOBS_ARGV, True, True, parse_scontrol_jobs),
     Form("squeue --json", SQUEUE_JSON_ARGV, False, True, parse_squeue_json),
-    Form("squeue (text)", SQUEUE_ARGV, True, False, parse_squeue),
+    Form(
+        "scontrol -d -o show job",
+        SCONTROL_JOBS_ARGV,
+        True,
+        True,
+        parse_scontrol_jobs,
+        SAFE_SQUEUE_ARGV,
+        _checked_jobs,
+    ),
+    Form("squeue (text, without job names)", SAFE_SQUEUE_ARGV, True, False, parse_safe_squeue),
 )
 FORMS: Mapping[str, tuple[Form, ...]] = MappingProxyType({"nodes": NODE_FORMS, "jobs": JOB_FORMS})
+
+
+PING_ARGV = ("scontrol", "ping")
+ANSWERED_WITH_AN_ERROR = "Slurm answered with an error"
+
+
+def fold_not_found(errors: list[str]) -> list[str]:
+    """ "scontrol not found on X: hint" and "squeue not found on X: hint" as one line."""
+    folded: list[str] = []
+    programs: dict[str, list[str]] = {}
+    for error in errors:
+        program, _, rest = error.partition(" ")
+        if rest.startswith("not found"):
+            if rest not in programs:
+                programs[rest] = []
+                folded.append(rest)
+            programs[rest].append(program)
+        else:
+            folded.append(error)
+    return [f"{' and '.join(programs[line])} {line}" if line in programs else line for line in folded]
 
 
 class ReadFailed(Exception):
@@ -107,7 +175,9 @@ class _Refused(Exception):
 
 
 def _first_lines(text: str, lines: int = 4) -> str:
-    return "\n".join(line.rstrip() for line in text.strip().splitlines()[:lines])
+    # the head alone: a listing can be 100 MB, and splitting it all would hold up every other thread
+    head = text.lstrip()[: 200 * lines]
+    return "\n".join(line.rstrip() for line in head.splitlines()[:lines]).strip()
 
 
 def _where(runner: Runner) -> str:
@@ -129,9 +199,10 @@ def failure_reason(label: str, done: Completed, where: str = "") -> str:
     return f"{label}{where} {status}: {said or '(no output)'}"
 
 
-def judge(form: Form, done: Completed, where: str = "") -> SlurmNodes | SlurmJobs:
+def judge(form: Form, done: Completed, where: str = "", checked: Completed | None = None) -> Listing:
     """The parsed listing, or why not: `ReadFailed` for a failure, `_Refused` where the next form may
-    do. ``where``: " on HOST" for commands run over SSH, "" here."""
+    do. ``where``: " on HOST" for commands run over SSH, "" here. ``checked``: the output of the form's
+    check listing, which the parsed listing is checked against."""
     said = _first_lines(done.stderr) or _first_lines(done.stdout)
     if done.exit_status != 0:
         lowered = said.lower()
@@ -143,9 +214,20 @@ def judge(form: Form, done: Completed, where: str = "") -> SlurmNodes | SlurmJob
     if isinstance(value, ParseFailure):
         if not form.text and "has no --json" in value.reason:
             raise _Refused(value.reason)
-        if "answered with an error" in value.reason and said:
-            raise ReadFailed(f"{form.label}{where}: {value.reason} ({said})")
+        stderr = _first_lines(done.stderr)
+        if "answered with an error" in value.reason and stderr:
+            raise ReadFailed(f"{form.label}{where}: {value.reason} ({stderr})")
+        if "answered with an error" in value.reason:
+            raise ReadFailed(f"{form.label}{where}: {value.reason}")
         raise ReadFailed(f"{form.label}{where}: output not understood: {value.reason}")
+    if form.merge is not None and checked is not None:
+        label = " ".join(form.check or ())
+        if checked.exit_status != 0:
+            raise ReadFailed(failure_reason(label, checked, where))
+        merged = form.merge(value, checked.stdout)
+        if isinstance(merged, ParseFailure):
+            raise ReadFailed(f"{label}{where}: output not understood: {merged.reason}")
+        return merged
     return value
 
 
@@ -243,8 +325,12 @@ class SlurmSource:
             if reason not in errors:
                 errors.append(reason)
         nodes_read, jobs_read = results
+        if any(ANSWERED_WITH_AN_ERROR in error for error in errors):
+            errors = await self._diagnose(errors)
         if errors:
-            state = SlurmState(self._nodes, self._jobs, self._sampled_at_s, error="; ".join(errors))
+            state = SlurmState(
+                self._nodes, self._jobs, self._sampled_at_s, error="; ".join(fold_not_found(errors))
+            )
         elif isinstance(nodes_read, SlurmNodes) and isinstance(jobs_read, SlurmJobs):
             self._nodes = MappingProxyType(nodes_read.by_name())
             self._jobs = jobs_read.jobs
@@ -259,15 +345,41 @@ class SlurmSource:
             self._read_done.notify_all()
         return state
 
+    async def _diagnose(self, errors: list[str]) -> list[str]:
+        """Slurm's JSON says only "Unspecified error" when the controller is down (22.05): ask
+        ``scontrol ping``, which says whether it is."""
+        try:
+            done = await self.runner.run(
+                PING_ARGV, {**TEXT_COMMAND_ENV, **self.env}, self.config.command_timeout_s
+            )
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # a diagnosis must never spoil the read it explains
+            return errors
+        said = next((line.strip() for line in done.stdout.splitlines() if "DOWN" in line), None)
+        if said is not None:
+            return [f"Slurm controller not answering{_where(self.runner)}: {said} ({'; '.join(errors)})"]
+        return errors
+
     async def _read(self, kind: str) -> SlurmNodes | SlurmJobs:
         forms = FORMS[kind]
         index = self._form_index[kind]
         while True:
             form = forms[index]
             env = {**TEXT_COMMAND_ENV, **self.env} if form.text else dict(self.env)
-            done = await self.runner.run(form.argv, env, self.config.command_timeout_s)
+            timeout_s = self.config.command_timeout_s
+            if form.check is None:
+                done = await self.runner.run(form.argv, env, timeout_s)
+                checked = None
+            else:
+                check_env = {**TEXT_COMMAND_ENV, **self.env}
+                done, checked = await asyncio.gather(
+                    self.runner.run(form.argv, env, timeout_s),
+                    self.runner.run(form.check, check_env, timeout_s),
+                )
             try:
-                value = judge(form, done, _where(self.runner))
+                # Off the event loop: a large queue takes seconds to read, and keys must not wait for it.
+                value = await asyncio.to_thread(judge, form, done, _where(self.runner), checked)
             except _Refused as refused:
                 if index + 1 >= len(forms):
                     raise ReadFailed(f"{form.label}{_where(self.runner)}: {refused}") from None

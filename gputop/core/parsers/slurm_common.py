@@ -37,6 +37,9 @@ class SlurmNodes:
     nodes: tuple[SlurmNode, ...] = ()
     notes: tuple[str, ...] = ()  # what was odd but not fatal, said so a person can act on it
     slurm_version: str | None = None
+    # Nodes whose record in a text listing cannot be trusted: listed twice, or cut or lengthened by a line
+    # break or Slurm's own key words in a free-text field (a drain reason). See slurm_checked.
+    doubtful: frozenset[str] = frozenset()
 
     def by_name(self) -> dict[str, SlurmNode]:
         return {node.name: node for node in self.nodes}
@@ -49,6 +52,9 @@ class SlurmJobs:
     jobs: tuple[SlurmJob, ...] = ()
     notes: tuple[str, ...] = ()
     slurm_version: str | None = None
+    # Jobs whose record in a text listing cannot be trusted (a job name or path holding a line break or
+    # Slurm's key words): see slurm_checked.
+    doubtful: frozenset[str] = frozenset()
 
 
 def is_none_word(text: str | None) -> bool:

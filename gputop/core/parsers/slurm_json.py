@@ -10,11 +10,12 @@ read by the same code through ``json_number``/``parse_node_state``; unknown keys
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from gputop.core.models import SlurmJob, SlurmNode
 from gputop.core.parsers.common import ParseFailure, ParserInfo
+from gputop.core.parsers.json_items import Counted, JsonError, decode_object
 from gputop.core.parsers.slurm_common import (
     SlurmJobs,
     SlurmNodes,
@@ -41,18 +42,26 @@ _JOB_KIND = "squeue-json"
 _NODE_KIND = "sinfo-json"
 
 
-def _load(kind: str, text: str, command: str) -> tuple[Mapping[str, object], tuple[str, ...]] | ParseFailure:
-    """The decoded document and notes about it, or why it could not be read."""
-    stripped = text.strip()
-    if not stripped:
+def _decode(
+    kind: str, text: str, command: str, lists: Mapping[str, Callable[[object], None]]
+) -> tuple[Mapping[str, object], tuple[str, ...]] | ParseFailure:
+    """The decoded document (each list in ``lists`` handed element by element to its callback, see
+    `gputop.core.parsers.json_items`) and notes about it, or why it could not be read."""
+    # No strip() or splitlines() of the whole: a queue's document can be 100 MB, and each would copy it
+    # while holding up every other thread.
+    begins = len(text) - len(text.lstrip()) if text[:1].isspace() else 0
+    if begins == len(text):
         return ParseFailure(kind, f"empty output (expected the JSON document {command} prints)")
-    first = stripped.splitlines()[0]
+    stripped = text if begins == 0 else text[begins:]
+    first = stripped[:1000].splitlines()[0]
     start = 0
-    if not stripped.startswith("{") and "\n{" in stripped:
-        start = stripped.index("\n{") + 1  # a warning line printed before the document
+    if not stripped.startswith("{"):
+        at = stripped.find("\n{")
+        if at >= 0:
+            start = at + 1  # a warning line printed before the document
     try:
-        doc = json.loads(stripped[start:])
-    except ValueError as err:
+        doc = decode_object(stripped, start, lists)
+    except JsonError as err:
         if "unrecognized option" in first or "invalid option" in first:
             reason = (
                 f"this {command.split()[0]} has no --json (Slurm before 21.08?): read its text output instead"
@@ -60,14 +69,8 @@ def _load(kind: str, text: str, command: str) -> tuple[Mapping[str, object], tup
         elif not stripped.startswith(("{", "[")) and start == 0:
             reason = f"not JSON; the command printed: {first.strip()[:200]}"
         else:
-            detail = err.msg if isinstance(err, json.JSONDecodeError) else str(err)
-            where = (
-                f" at line {err.lineno} column {err.colno}" if isinstance(err, json.JSONDecodeError) else ""
-            )
-            reason = f"not valid JSON ({detail}{where}); was the output cut short?"
-        return ParseFailure(kind, reason, excerpt(stripped))
-    if not isinstance(doc, dict):
-        return ParseFailure(kind, f"expected a JSON object, got a {type(doc).__name__}", excerpt(stripped))
+            reason = f"not valid JSON ({err}); was the output cut short?"
+        return ParseFailure(kind, reason, excerpt(stripped[:100_000]))
     skipped = (f"skipped text before the JSON: {first.strip()[:200]}",) if start else ()
     return doc, skipped
 
@@ -224,32 +227,65 @@ def _job(job: Mapping[str, object], notes: list[str]) -> SlurmJob | None:
     )
 
 
+class _Taken:
+    """Entries of a listing turned into models as they are decoded, and notes on those that were not."""
+
+    def __init__(self, convert: Callable[[Mapping[str, object], list[str]], object], what: str) -> None:
+        self.convert = convert
+        self.what = what
+        self.found: list[Any] = []
+        self.notes: list[str] = []
+
+    def __call__(self, entry: object) -> None:
+        if not isinstance(entry, Mapping):
+            self.notes.append(f"a {self.what} entry that is not an object skipped: {str(entry)[:80]!r}")
+            return
+        made = self.convert(entry, self.notes)
+        if isinstance(made, list):
+            self.found.extend(made)
+        elif made is not None:
+            self.found.append(made)
+
+    def take_all(self, entries: object) -> bool:
+        """Every entry of an already decoded list; False when it is not a list."""
+        if isinstance(entries, Counted):
+            return True
+        if not isinstance(entries, list):
+            return False
+        for entry in entries:
+            self(entry)
+        return True
+
+
 def jobs_from_json(doc: Mapping[str, object], notes_so_far: Sequence[str] = ()) -> SlurmJobs | ParseFailure:
     """Jobs from an already decoded document (slurmrestd answers arrive as dicts)."""
+    taken = _Taken(_job, "jobs")
+    listed = taken.take_all(doc.get("jobs"))
+    return _jobs_of(doc, taken, listed, notes_so_far)
+
+
+def _jobs_of(
+    doc: Mapping[str, object], taken: _Taken, listed: bool, notes_so_far: Sequence[str]
+) -> SlurmJobs | ParseFailure:
     notes = _notes_of(doc, notes_so_far)
-    jobs = doc.get("jobs")
     errors = _messages(doc, "errors")
-    if errors and not jobs:  # an empty or missing list next to an error is the error, not "no jobs"
+    if errors and not taken.found:  # an empty or missing list next to an error is the error, not "no jobs"
         return ParseFailure(_JOB_KIND, "Slurm answered with an error: " + "; ".join(errors))
-    if not isinstance(jobs, list):
+    if not listed:
         if "nodes" in doc or "sinfo" in doc:
             return ParseFailure(_JOB_KIND, "this is a node listing, not jobs: read it as sinfo-json")
         keys = ", ".join(sorted(str(k) for k in doc)[:8]) or "none"
         return ParseFailure(_JOB_KIND, f"no 'jobs' list in the document (top-level keys: {keys})")
-    found: list[SlurmJob] = []
-    for entry in jobs:
-        if not isinstance(entry, Mapping):
-            notes.append(f"a jobs entry that is not an object skipped: {str(entry)[:80]!r}")
-            continue
-        job = _job(entry, notes)
-        if job is not None:
-            found.append(job)
-    return SlurmJobs(tuple(found), tuple(notes), _version(doc))
+    return SlurmJobs(tuple(taken.found), (*notes, *taken.notes), _version(doc))
 
 
 def parse_squeue_json(text: str) -> SlurmJobs | ParseFailure:
-    loaded = _load(_JOB_KIND, text, "squeue --json")
-    return loaded if isinstance(loaded, ParseFailure) else jobs_from_json(*loaded)
+    taken = _Taken(_job, "jobs")
+    loaded = _decode(_JOB_KIND, text, "squeue --json", {"jobs": taken})
+    if isinstance(loaded, ParseFailure):
+        return loaded
+    doc, skipped = loaded
+    return _jobs_of(doc, taken, taken.take_all(doc.get("jobs")), skipped)
 
 
 # --- nodes -----------------------------------------------------------------------------------------------
@@ -343,39 +379,44 @@ def _sinfo_entry(entry: Mapping[str, object], notes: list[str]) -> list[SlurmNod
 
 def nodes_from_json(doc: Mapping[str, object], notes_so_far: Sequence[str] = ()) -> SlurmNodes | ParseFailure:
     """Nodes from an already decoded document: ``nodes: [...]`` or sinfo's ``sinfo: [...]`` entries."""
+    nodes, groups = _Taken(_node, "nodes"), _Taken(_sinfo_entry, "sinfo")
+    has_nodes, has_groups = nodes.take_all(doc.get("nodes")), groups.take_all(doc.get("sinfo"))
+    return _nodes_of(doc, has_nodes, has_groups, nodes, groups, notes_so_far)
+
+
+def _nodes_of(
+    doc: Mapping[str, object],
+    has_nodes: bool,
+    has_groups: bool,
+    nodes: _Taken,
+    groups: _Taken,
+    notes_so_far: Sequence[str],
+) -> SlurmNodes | ParseFailure:
     notes = _notes_of(doc, notes_so_far)
-    found: list[SlurmNode] = []
-    nodes, sinfo = doc.get("nodes"), doc.get("sinfo")
     errors = _messages(doc, "errors")
-    if errors and not nodes and not sinfo:
+    if errors and not nodes.found and not groups.found:
         return ParseFailure(_NODE_KIND, "Slurm answered with an error: " + "; ".join(errors))
-    if isinstance(nodes, list):
-        for entry in nodes:
-            if isinstance(entry, Mapping):
-                node = _node(entry, notes)
-                if node is not None:
-                    found.append(node)
-            else:
-                notes.append(f"a nodes entry that is not an object skipped: {str(entry)[:80]!r}")
-    elif isinstance(sinfo, list):
-        for entry in sinfo:
-            if isinstance(entry, Mapping):
-                found.extend(_sinfo_entry(entry, notes))
-            else:
-                notes.append(f"a sinfo entry that is not an object skipped: {str(entry)[:80]!r}")
-    else:
+    if not has_nodes and not has_groups:
         if "jobs" in doc:
             return ParseFailure(_NODE_KIND, "this is a job listing, not nodes: read it as squeue-json")
         keys = ", ".join(sorted(str(k) for k in doc)[:8]) or "none"
         return ParseFailure(
             _NODE_KIND, f"no 'nodes' or 'sinfo' list in the document (top-level keys: {keys})"
         )
-    return SlurmNodes(merge_nodes(found, notes), tuple(notes), _version(doc))
+    taken = nodes if has_nodes else groups
+    notes += taken.notes
+    return SlurmNodes(merge_nodes(taken.found, notes), tuple(notes), _version(doc))
 
 
 def parse_sinfo_json(text: str) -> SlurmNodes | ParseFailure:
-    loaded = _load(_NODE_KIND, text, "sinfo --json")
-    return loaded if isinstance(loaded, ParseFailure) else nodes_from_json(*loaded)
+    nodes, groups = _Taken(_node, "nodes"), _Taken(_sinfo_entry, "sinfo")
+    loaded = _decode(_NODE_KIND, text, "sinfo --json", {"nodes": nodes, "sinfo": groups})
+    if isinstance(loaded, ParseFailure):
+        return loaded
+    doc, skipped = loaded
+    has_nodes = nodes.take_all(doc.get("nodes"))
+    has_groups = groups.take_all(doc.get("sinfo"))
+    return _nodes_of(doc, has_nodes, has_groups, nodes, groups, skipped)
 
 
 PARSERS: dict[str, ParserInfo] = {

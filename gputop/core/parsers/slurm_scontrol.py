@@ -3,9 +3,17 @@ the one-line ``-o`` form.
 
 Records are ``Key=value`` words. A value may contain spaces (``OS=Linux 6.8 ...``, ``Reason=xid 79``): a
 word that does not start a new key (``CapitalisedKey=``) belongs to the value before it. A node's reason
-ends in ``[user@time]``, which is read off first so that the reason may contain anything. ``-d`` adds,
-per job, lines like ``Nodes=node[01-02] CPU_IDs=0-1 Mem=0 GRES=gpu:h100:4(IDX:0-3)`` (older Slurm:
-``GRES_IDX=gpu(IDX:0-3)``): the GPU indices the job holds on each of those nodes.
+is the last field and ends in ``[user@time]``: everything from ``Reason=`` to the last ``[user@time]`` at
+the end of the record is the reason, read off first, so that it may contain anything (its own
+``[user@time]``, ``State=`` words).
+
+Text cannot say where a free-text field ends: a job name or working directory that holds ``UserId=`` or a
+line break followed by ``JobId=...`` reads as other fields or as another job. A record that shows it (a
+key printed twice, a record cut short, a name or id listed twice) is named in ``doubtful``, and
+`gputop.core.parsers.slurm_checked` takes such a record's fields from a listing that has no free text.
+
+``-d`` adds, per job, lines like ``Nodes=node[01-02] CPU_IDs=0-1 Mem=0 GRES=gpu:h100:4(IDX:0-3)`` (older
+Slurm: ``GRES_IDX=gpu(IDX:0-3)``): the GPU indices the job holds on each of those nodes.
 
 Times have no zone: see ``gputop.core.parsers.slurm_common`` (read as UTC unless ``utc_offset_s`` says).
 """
@@ -13,6 +21,7 @@ Times have no zone: see ``gputop.core.parsers.slurm_common`` (read as UTC unless
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 from gputop.core.models import SlurmJob, SlurmNode
 from gputop.core.parsers.common import ParseFailure, ParserInfo
@@ -44,10 +53,28 @@ _NODE_KIND = "scontrol-node"
 _JOB_KIND = "scontrol-job"
 
 _KEY = re.compile(r"([A-Z][A-Za-z0-9_:/]*)=(.*)", re.DOTALL)
-_REASON = re.compile(r"(?<!\S)Reason=(?P<text>[^\n]*?)\s*\[(?P<user>[^\]@\s]*)@(?P<time>[^\]\s]*)\]")
+_REASON = re.compile(
+    r"(?<!\S)Reason=(?P<text>.*?)\s*\[(?P<user>[^\]@\s]*)@(?P<time>[^\]\s]*)\]\s*\Z", re.DOTALL
+)
+_REASON_KEY = re.compile(r"(?<!\S)Reason=")
 _UID_SUFFIX = re.compile(r"\(\d+\)$")
 _NOTHING = ("no nodes in the system", "no jobs in the system")
-_DETAIL_KEYS = frozenset({"CPU_IDs", "Mem", "GRES", "GRES_IDX"})
+_DETAIL_KEYS = frozenset({"Nodes", "CPU_IDs", "Mem", "GRES", "GRES_IDX"})
+# Keys scontrol prints in every job record (22.05 to 25.x): a record without them was cut short.
+_JOB_KEYS_ALWAYS = frozenset({"JobId", "UserId", "JobState", "Partition"})
+
+
+def _repeated_keys(pairs: list[tuple[str, str]]) -> list[str]:
+    """Keys a record prints more than once (the per-node detail keys may repeat)."""
+    seen: set[str] = set()
+    repeated: list[str] = []
+    for key, _value in pairs:
+        if key in _DETAIL_KEYS:
+            continue
+        if key in seen and key not in repeated:
+            repeated.append(key)
+        seen.add(key)
+    return repeated
 
 
 def _pairs(text: str) -> list[tuple[str, str]]:
@@ -102,21 +129,28 @@ def _time(text: str | None, utc_offset_s: float, what: str, notes: list[str]) ->
 # --- nodes -----------------------------------------------------------------------------------------------
 
 
-def _node(record: str, utc_offset_s: float, notes: list[str]) -> SlurmNode | None:
+def _node(record: str, utc_offset_s: float, notes: list[str], doubtful: set[str]) -> SlurmNode | None:
     reason = user = None
     when: float | None = None
-    match = _REASON.search(record)
+    first_reason = _REASON_KEY.search(record)
+    match = _REASON.match(record, first_reason.start()) if first_reason else None
+    if first_reason and not match and "ReasonUid=" not in record:
+        # a reason without its [user@time] at the end: a line break in it cut the record
+        doubtful.add(record.split(None, 1)[0].removeprefix("NodeName="))
     if match:
         reason = match.group("text").strip() or None
         user = _user(match.group("user"))
         name_hint = record.split(None, 1)[0]
         when = _time(match.group("time"), utc_offset_s, f"{name_hint}: reason time", notes)
         record = record[: match.start()] + " " + record[match.end() :]
-    fields = dict(_pairs(record))
+    pairs = _pairs(record)
+    fields = dict(pairs)
     name = text_or_none(fields.get("NodeName"))
     if name is None:
         notes.append("a node record without a NodeName skipped")
         return None
+    if _repeated_keys(pairs):
+        doubtful.add(name)
     if reason is None:
         reason = text_or_none(fields.get("Reason"))
         user = _user(fields.get("ReasonUid"))
@@ -157,8 +191,28 @@ def parse_scontrol_nodes(text: str, *, utc_offset_s: float = 0.0) -> SlurmNodes 
     notes: list[str] = []
     if stray:
         notes.append(f"skipped {len(stray)} line(s) before the first node: {stray[0][:120]}")
-    nodes = [node for record in records if (node := _node(record, utc_offset_s, notes)) is not None]
-    return SlurmNodes(merge_nodes(nodes, notes), tuple(notes))
+    doubtful: set[str] = set()
+    nodes = [node for record in records if (node := _node(record, utc_offset_s, notes, doubtful)) is not None]
+    doubtful.update(_listed_twice(node.name for node in nodes))
+    if doubtful:
+        notes.append(_doubtful_note("node", doubtful, "a drain reason"))
+    return SlurmNodes(merge_nodes(nodes, notes), tuple(notes), doubtful=frozenset(doubtful))
+
+
+def _listed_twice(names: Iterable[str]) -> set[str]:
+    seen: set[str] = set()
+    twice: set[str] = set()
+    for name in names:
+        (twice if name in seen else seen).add(name)
+    return twice
+
+
+def _doubtful_note(what: str, names: set[str], field: str) -> str:
+    shown = ", ".join(sorted(names)[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+    return (
+        f"{what} records of {shown} are ambiguous in scontrol's text ({field} holds a line break or "
+        f"Slurm's key words); their fields are not trusted"
+    )
 
 
 # --- jobs ------------------------------------------------------------------------------------------------
@@ -170,10 +224,15 @@ def _int(text: str | None) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def _job(record: str, utc_offset_s: float, notes: list[str]) -> SlurmJob | None:
+def _job(record: str, utc_offset_s: float, notes: list[str], doubtful: set[str]) -> SlurmJob | None:
     fields: dict[str, str] = {}
     details: list[dict[str, str]] = []
-    for key, value in _pairs(record):
+    pairs = _pairs(record)
+    keys = {key for key, _ in pairs}
+    suspect = bool(_repeated_keys(pairs)) or not keys >= _JOB_KEYS_ALWAYS
+    for key, value in pairs:
+        if key == "JobId" and "JobId" in fields:
+            continue  # the first is the record's: a later one is in a free-text field
         if key == "Nodes":
             details.append({"Nodes": value})
         elif details and key in _DETAIL_KEYS:
@@ -184,6 +243,8 @@ def _job(record: str, utc_offset_s: float, notes: list[str]) -> SlurmJob | None:
     if raw_id is None:
         notes.append("a job record without a JobId skipped")
         return None
+    if suspect:
+        doubtful.add(raw_id)
     job_id = job_id_text(
         raw_id,
         array_job_id=_int(fields.get("ArrayJobId")),
@@ -252,8 +313,19 @@ def parse_scontrol_jobs(text: str, *, utc_offset_s: float = 0.0) -> SlurmJobs | 
     notes: list[str] = []
     if stray:
         notes.append(f"skipped {len(stray)} line(s) before the first job: {stray[0][:120]}")
-    jobs = [job for record in records if (job := _job(record, utc_offset_s, notes)) is not None]
-    return SlurmJobs(tuple(jobs), tuple(notes))
+    doubtful: set[str] = set()  # numeric JobIds of records that cannot be trusted
+    jobs = [job for record in records if (job := _job(record, utc_offset_s, notes, doubtful)) is not None]
+    ids = [_numeric_id(record) for record in records]
+    doubtful.update(_listed_twice(i for i in ids if i))
+    shown = {job.job_id for job, raw in zip(jobs, ids, strict=False) if raw in doubtful}
+    if doubtful:
+        notes.append(_doubtful_note("job", shown or doubtful, "a job name or path"))
+    return SlurmJobs(tuple(jobs), tuple(notes), doubtful=frozenset(shown | doubtful))
+
+
+def _numeric_id(record: str) -> str | None:
+    first = record.split(None, 1)[0] if record.strip() else ""
+    return first.removeprefix("JobId=") or None
 
 
 def _parse_nodes(text: str) -> SlurmNodes | ParseFailure:

@@ -271,6 +271,61 @@ def _headerless_default(lines: Sequence[str]) -> list[dict[str, str]] | None:
     return rows
 
 
+def parse_squeue_fields(
+    text: str, fields: Sequence[tuple[str, str]], *, utc_offset_s: float = 0.0
+) -> SlurmJobs | ParseFailure:
+    """``squeue -h -o`` with ``fields`` joined by ``|`` (gputop's formats)."""
+    notes: list[str] = []
+    lines = text.replace("\r", "").splitlines()
+    content = [line for line in lines if line.strip()]
+    if content and not _is_pipe_format(content[0], fields):
+        said = _complaint(content) or content[0][:200]
+        return ParseFailure(_SQUEUE_KIND, f"not squeue's {'|'.join(c for c, _ in fields)} lines: {said}")
+    rows = _pipe_rows(_SQUEUE_KIND, lines, fields, notes)
+    jobs = [job for row in rows if (job := _job(row, utc_offset_s, notes)) is not None]
+    return SlurmJobs(tuple(jobs), tuple(notes))
+
+
+def parse_sinfo_fields(
+    text: str, fields: Sequence[tuple[str, str]], *, utc_offset_s: float = 0.0
+) -> SlurmNodes | ParseFailure:
+    """``sinfo -N -h -o`` with ``fields`` joined by ``|`` (gputop's formats)."""
+    notes: list[str] = []
+    lines = text.replace("\r", "").splitlines()
+    content = [line for line in lines if line.strip()]
+    if content and not _is_pipe_format(content[0], fields):
+        said = _complaint(content) or content[0][:200]
+        return ParseFailure(_SINFO_KIND, f"not sinfo's {'|'.join(c for c, _ in fields)} lines: {said}")
+    rows = _pipe_rows(_SINFO_KIND, lines, fields, notes)
+    nodes = [node for row in rows for node in _nodes(row, utc_offset_s, notes)]
+    return SlurmNodes(merge_nodes(nodes, notes), tuple(notes), doubtful=_doubtful_lines(lines, fields))
+
+
+def _doubtful_lines(lines: Sequence[str], fields: Sequence[tuple[str, str]]) -> frozenset[str]:
+    """Nodes whose lines a free-text last field (a reason) may have forged or cut: a node listed twice in
+    one partition, or the node before a line that is not a whole record (a reason's line break)."""
+    seen: set[tuple[str, str]] = set()
+    doubtful: set[str] = set()
+    names = [name for _, name in fields]
+    previous: list[str] = []
+    for line in lines:
+        if not line.strip():
+            continue
+        cells = line.split("|", len(names) - 1)
+        if len(cells) != len(names):
+            doubtful.update(previous)
+            continue
+        row = dict(zip(names, cells, strict=True))
+        _, previous_names, _ = expand_nodelist(row.get("node"))
+        previous = list(previous_names)
+        for name in previous:
+            key = (name, row.get("partition", "").strip())
+            if key in seen:
+                doubtful.add(name)
+            seen.add(key)
+    return frozenset(doubtful)
+
+
 def parse_squeue(text: str, *, utc_offset_s: float = 0.0) -> SlurmJobs | ParseFailure:
     """``squeue -h -o SQUEUE_FORMAT`` (gputop's), or a squeue table: default, -l, custom with a header."""
     lines = text.replace("\r", "").splitlines()
@@ -346,8 +401,10 @@ def parse_sinfo(text: str, *, utc_offset_s: float = 0.0) -> SlurmNodes | ParseFa
         return SlurmNodes(notes=("no nodes listed",))
     notes: list[str] = []
     header = _header_line(lines, frozenset(_SINFO_HEADERS) | {"AVAIL", "NODES"})
+    doubtful: frozenset[str] = frozenset()
     if header is None and _is_pipe_format(content[0], SINFO_FIELDS):
         rows = _pipe_rows(_SINFO_KIND, lines, SINFO_FIELDS, notes)
+        doubtful = _doubtful_lines(lines, SINFO_FIELDS)
     elif header is not None:
         fields, rows = _table(lines, header, _SINFO_HEADERS)
         if "node" not in fields:
@@ -366,7 +423,7 @@ def parse_sinfo(text: str, *, utc_offset_s: float = 0.0) -> SlurmNodes | ParseFa
         )
         return ParseFailure(_SINFO_KIND, reason, excerpt(text))
     nodes = [node for row in rows for node in _nodes(row, utc_offset_s, notes)]
-    return SlurmNodes(merge_nodes(nodes, notes), tuple(notes))
+    return SlurmNodes(merge_nodes(nodes, notes), tuple(notes), doubtful=doubtful)
 
 
 def _parse_squeue(text: str) -> SlurmJobs | ParseFailure:
