@@ -38,7 +38,17 @@ INCIDENT_KINDS = {
     "ib_slow": {"interconnect"},
 }
 
-HEADER_KEYS = {"schema", "cluster", "demo", "taken_at_s", "timeout_s", "elapsed_s", "status", "summary"}
+HEADER_KEYS = {
+    "schema",
+    "cluster",
+    "demo",
+    "taken_at_s",
+    "timeout_s",
+    "elapsed_s",
+    "status",
+    "host_keys_verified",
+    "summary",
+}
 SUMMARY_KEYS = {
     "nodes",
     "nodes_answering",
@@ -405,3 +415,23 @@ async def test_check_over_ssh_names_hung_nodes_within_the_timeout_and_a_healthy_
         assert lines[-1] == "gputop check: UNKNOWN: nothing answered within 15s (subset)"
         assert [line.split()[:3] for line in lines[:-1]] == [["CRIT", node, "down:"] for node in healthy]
         assert took_s < 4 + MARGIN_S
+
+
+async def test_check_and_snapshot_say_when_host_keys_are_not_verified(tmp_path: Path) -> None:
+    async with run_fleet(nodes=16, port=0, state_dir=tmp_path / "fleet") as fleet:
+        troubled = {i.node for i in fleet.cluster.incidents} | set(fleet.unresponsive_nodes)
+        healthy = [n for n in fleet.node_names if n not in troubled][:2]
+        checked = subset_config(fleet, tmp_path / "checked.yaml", healthy)
+        lax = tmp_path / "lax.yaml"
+        lax.write_text(checked.read_text().replace("    ssh:\n", "    ssh:\n      verify_host_keys: false\n"))
+        status, out, err, _ = await gputop_async(tmp_path, "check", "--config", str(lax))
+        assert status == 0, out + err
+        assert out.splitlines()[-1].endswith(
+            "(subset; host keys NOT verified (ssh.verify_host_keys is false))"
+        )
+        status, out, err, _ = await gputop_async(tmp_path, "snapshot", "--json", "--config", str(lax))
+        assert json.loads(out)["host_keys_verified"] is False, err
+        status, out, err, _ = await gputop_async(tmp_path, "check", "--json", "--config", str(checked))
+        assert json.loads(out)["host_keys_verified"] is True, err
+    demo = gputop(tmp_path, "check", "--json", "--demo", "--demo-nodes", "2")
+    assert json.loads(demo.stdout)["host_keys_verified"] is None, demo.stderr

@@ -164,6 +164,39 @@ async def test_a_wrong_host_key_and_a_broken_driver_are_named_while_the_others_s
         real_sshd.clear_faults()
 
 
+async def test_a_missing_known_hosts_refuses_every_node_even_where_ssh_config_says_none(
+    real_sshd: RealSshd,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """Host key checking on, its file missing, and an ssh_config that turns checking off: asyncssh alone
+    would connect without checking anything (a man in the middle accepted). gputop refuses, and says why."""
+    lax = tmp_path / "ssh_config"
+    lax.write_text(
+        real_sshd.ssh_config.read_text(encoding="utf-8").replace(
+            f"UserKnownHostsFile {real_sshd.known_hosts}", "UserKnownHostsFile none"
+        )
+        + "\nHost *\n  UserKnownHostsFile none\n  StrictHostKeyChecking no\n",
+        encoding="utf-8",
+    )
+    config_path = write_config(tmp_path, real_sshd, tmp_path / "no-such-known_hosts")
+    config_path.write_text(
+        config_path.read_text(encoding="utf-8").replace(str(real_sshd.ssh_config), str(lax)), encoding="utf-8"
+    )
+    source = source_for(config_path)
+    await source.start()
+    try:
+        nodes = await wait_for(
+            source, lambda ns: all("cannot be verified" in (ns[n].error or "") for n in real_sshd.nodes), 15
+        )
+        for name in real_sshd.nodes:
+            assert nodes[name].gpus == () and nodes[name].reachability is Reachability.DOWN
+            assert (nodes[name].error or "").startswith(
+                f"host keys cannot be verified: {tmp_path / 'no-such-known_hosts'} does not exist"
+            ), nodes[name].error
+    finally:
+        await source.close()
+
+
 def jump_ssh_config(sshd: RealSshd, bastion: str, behind: Sequence[str]) -> str:
     """node01 as the bastion; the other nodes reachable only through it, as ssh_config says."""
     common = (

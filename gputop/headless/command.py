@@ -101,6 +101,7 @@ class Target:
     clock: Clock
     timeout_s: float
     is_demo: bool
+    host_keys_verified: bool | None = None  # None: nothing reached over SSH
 
 
 def main(command: str, argv: Sequence[str]) -> int:
@@ -118,6 +119,7 @@ def main(command: str, argv: Sequence[str]) -> int:
                 clock=target.clock,
                 timeout_s=target.timeout_s,
                 is_demo=target.is_demo,
+                host_keys_verified=target.host_keys_verified,
             )
         )
     except Exception as err:  # a bug: say UNKNOWN rather than Python's exit status 1, which reads as WARN
@@ -170,7 +172,9 @@ def choose_target(args: argparse.Namespace) -> Target:
     except LaunchError as err:
         raise CannotCheck(f"gputop: {err}") from None
     timeout_s = args.timeout if args.timeout is not None else default_timeout_s(config, cluster)
-    return Target(cluster.name, config, sources, clock, timeout_s, is_demo=False)
+    over_ssh = not cluster.local or (cluster.slurm.enabled and cluster.slurm.run_on != "local")
+    verified = cluster.ssh.verify_host_keys if over_ssh else None
+    return Target(cluster.name, config, sources, clock, timeout_s, is_demo=False, host_keys_verified=verified)
 
 
 def default_timeout_s(config: Config, cluster: ClusterConfig | None) -> float:

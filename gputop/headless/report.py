@@ -38,7 +38,12 @@ def summary_line(round_: Round, verdict: Verdict) -> str:
     else:
         counts = f"{verdict.crit} crit, {verdict.warn} warn" if verdict.findings else "no problems"
         said = f"{counts} on {verdict.nodes_answering} of {verdict.nodes} nodes answering"
-    return safe_line(f"gputop check: {status}: {said} ({round_.cluster})")
+    unverified = (
+        "; host keys NOT verified (ssh.verify_host_keys is false)"
+        if round_.host_keys_verified is False
+        else ""
+    )
+    return safe_line(f"gputop check: {status}: {said} ({round_.cluster}{unverified})")
 
 
 def check_document(round_: Round, verdict: Verdict) -> dict[str, Any]:
@@ -70,6 +75,7 @@ def round_header(round_: Round, verdict: Verdict) -> dict[str, Any]:
         "timeout_s": round_.timeout_s,
         "elapsed_s": round(round_.elapsed_s, 3),
         "status": verdict.status.word,
+        "host_keys_verified": round_.host_keys_verified,  # false: ssh.verify_host_keys is off; null: no SSH
         "summary": {
             "nodes": verdict.nodes,
             "nodes_answering": verdict.nodes_answering,

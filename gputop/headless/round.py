@@ -53,6 +53,7 @@ class Round:
     source_errors: tuple[str, ...]
     # node -> slow facts (xid, ibstat, ...) it had not read by the deadline
     unread_facts: Mapping[str, tuple[str, ...]]
+    host_keys_verified: bool | None = None  # False: ssh.verify_host_keys is off; None: no SSH at all
 
     @property
     def heard_from_cluster(self) -> bool:
@@ -71,6 +72,7 @@ async def collect_round(
     clock: Clock,
     timeout_s: float,
     is_demo: bool = False,
+    host_keys_verified: bool | None = None,
 ) -> Round:
     started = time.monotonic()
     deadline = started + timeout_s
@@ -106,6 +108,7 @@ async def collect_round(
             elapsed_s=time.monotonic() - started,
             source_errors=(*errors, *tick_errors),
             unread_facts=unread,
+            host_keys_verified=host_keys_verified,
         )
     finally:
         await _close(started_sources)

@@ -21,6 +21,10 @@ class Failure:
 def describe(error: BaseException, host: str, timeout_s: float | None = None) -> Failure:
     import asyncssh  # the SSH library is only loaded when gputop watches real nodes
 
+    from gputop.sources.known_hosts import KnownHostsMissing
+
+    if isinstance(error, KnownHostsMissing):
+        return Failure(str(error), retry=False)
     if isinstance(error, asyncssh.HostKeyNotVerifiable):
         return Failure(f"host key not verifiable for {host}: not in known_hosts, or changed", retry=False)
     if isinstance(error, asyncssh.PermissionDenied):
