@@ -14,6 +14,8 @@ from gputop.core.config import Config, ConfigError, parse_config
 
 ENV_VAR = "GPUTOP_CONFIG"
 
+CONFIG_MAX_BYTES = 4 * 1024 * 1024
+
 
 def find_config_path(cli_path: str | None, environ: Mapping[str, str]) -> Path | None:
     """The config file to load, or None when none was named and the XDG default does not exist."""
@@ -38,11 +40,17 @@ def default_config_path(environ: Mapping[str, str]) -> Path:
 def load_config(path: Path) -> Config:
     """Read and parse ``path``; ``ConfigError`` for an unreadable file, bad encoding, YAML or values."""
     try:
-        raw = path.read_bytes()
+        with path.open("rb") as file:
+            raw = file.read(CONFIG_MAX_BYTES + 1)
     except IsADirectoryError:
         raise ConfigError(f"{path}: cannot read config file: it is a directory") from None
     except OSError as err:
         raise ConfigError(f"{path}: cannot read config file: {err.strerror or err}") from None
+    if len(raw) > CONFIG_MAX_BYTES:
+        raise ConfigError(
+            f"{path}: refused: larger than {CONFIG_MAX_BYTES // (1024 * 1024)} MiB (a config is a few KiB): "
+            "is this the right file?"
+        )
     try:
         # utf-8-sig: editors on Windows prepend a byte order mark; it is not part of the YAML.
         text = raw.decode("utf-8-sig")

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from enum import Enum
 from typing import Any
 
-from gputop.core.parsers.common import ParseFailure
+from gputop.core.parsers.common import OUTPUT_MAX_BYTES, ParseFailure, cut_note
 from gputop.core.parsers.registry import registry
 from gputop.core.safe_text import safe_block, safe_line
 
@@ -60,14 +60,24 @@ def _build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+EXCERPT_MAX_CHARS = 1000
+
+
 def _read(path: str) -> str:
+    """The output to parse, at most OUTPUT_MAX_BYTES of it (a word on stderr says when it was cut)."""
     if path == "-":
         if sys.stdin.isatty():
             print("gputop parse: reading the output from stdin (Ctrl-D ends it)", file=sys.stderr)
-        data = sys.stdin.buffer.read()
+        data = sys.stdin.buffer.read(OUTPUT_MAX_BYTES + 1)
     else:
         with open(path, "rb") as handle:
-            data = handle.read()
+            data = handle.read(OUTPUT_MAX_BYTES + 1)
+    if len(data) > OUTPUT_MAX_BYTES:
+        data = data[:OUTPUT_MAX_BYTES]
+        print(
+            f"gputop parse: {safe_line(path)}: {cut_note(len(data) + 1)}; the rest is ignored",
+            file=sys.stderr,
+        )
     # nodes print what they like; a stray byte must not hide the rest of the output
     return data.decode("utf-8", errors="replace")
 
@@ -97,7 +107,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if isinstance(result, ParseFailure):
         print(safe_line(f"gputop parse: {result.kind}: {result.reason}"), file=sys.stderr)
         if result.excerpt:
-            print(safe_block(result.excerpt), file=sys.stderr)
+            print(safe_block(result.excerpt, EXCERPT_MAX_CHARS), file=sys.stderr)
         return 1
     print(json.dumps(to_json(result), indent=2))
     return 0

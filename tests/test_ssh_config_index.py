@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from asyncssh.config import SSHClientConfig
 
+from gputop.sources.known_hosts import KnownHostsMissing
 from gputop.sources.ssh_config_index import SMALL_FILE_LINES, SshConfigIndex
 from gputop.sources.ssh_connect import PREFERRED_CIPHERS, connect_options
 from gputop.sources.ssh_node import LinkSettings
@@ -149,20 +150,24 @@ def settings_with(config_file: Path | None, known_hosts: Path | None) -> LinkSet
     )
 
 
-def test_connect_options_follow_the_ssh_config_ciphers_and_trust_nothing_without_known_hosts(
+def test_connect_options_follow_the_ssh_config_ciphers_and_refuse_without_known_hosts(
     tmp_path: Path,
 ) -> None:
     plain = tmp_path / "plain"
     plain.write_text("Host *\n  User me\n")
     chosen = tmp_path / "chosen"
     chosen.write_text("Host *\n  Ciphers aes256-ctr\n")
-    missing = tmp_path / "no_known_hosts"
-    options = connect_options("gpu001", settings_with(plain, missing))
+    known = tmp_path / "known_hosts"
+    known.write_text("")
+    options = connect_options("gpu001", settings_with(plain, known))
     assert options["encryption_algs"] == list(PREFERRED_CIPHERS)
     assert options["config"] == [str(plain)]
-    assert options["known_hosts"] == ()  # a missing file trusts nothing
-    assert "encryption_algs" not in connect_options("gpu001", settings_with(chosen, missing))
+    assert options["known_hosts"] is not None and options["known_hosts"] != ()  # parsed, trusts no key
+    assert "encryption_algs" not in connect_options("gpu001", settings_with(chosen, known))
     assert connect_options("gpu001", settings_with(None, None))["known_hosts"] is None  # not verified
+    # () would mean "whatever ssh_config says", and UserKnownHostsFile none there turns checking off
+    with pytest.raises(KnownHostsMissing, match=r"host keys cannot be verified: .* does not exist"):
+        connect_options("gpu001", settings_with(plain, tmp_path / "no_known_hosts"))
 
 
 def test_keepalives_are_sent_on_idle_connections_and_left_to_the_stream_on_a_nodes() -> None:

@@ -563,3 +563,26 @@ async def test_the_first_round_of_facts_comes_within_the_shortest_cadence(
             await asyncio.sleep(0.02)
         assert any(n == node for n, _ in rounds), "no round within 4 s"
         assert time.monotonic() - connected_at < 2.0
+
+
+@pytest.mark.parametrize("in_the_shell", [True, False], ids=["fact shell", "one exec each"])
+async def test_a_fact_that_prints_without_end_is_cut_off_and_said(
+    fleet: Fleet, monkeypatch: pytest.MonkeyPatch, in_the_shell: bool
+) -> None:
+    """A node whose ibstat prints 17 MiB: gputop keeps at most 16 MiB of a command's output, stops it and
+    says so, and the node's other facts and its stream go on."""
+    from gputop.sources.fake_fleet import responder
+
+    if not in_the_shell:
+        monkeypatch.setattr(responder, "_SHELLS", ())
+    config = fast(load_config(fleet.config_path))
+    source = SshSource(cluster_of(config), config.poll, time.time)
+    name = answering(fleet)[0]
+    fleet.faults.set(name, Fault.FLOOD)
+    async with started(source):
+        nodes = await wait_for(source, lambda ns: "ibstat" in ns[name].fact_errors, 20)
+        assert nodes[name].fact_errors["ibstat"] == "ibstat printed more than 16 MiB: cut off"
+        assert nodes[name].gpus and nodes[name].reachability is Reachability.OK
+        fleet.faults.set(name)
+        source.refresh()  # ibstat runs every 30 s: ask for it now
+        await wait_for(source, lambda ns: bool(ns[name].ib_ports) and not ns[name].fact_errors, 20)

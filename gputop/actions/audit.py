@@ -240,7 +240,7 @@ def read_records(path: str | Path, tail_bytes: int = UNFINISHED_READ_BYTES) -> I
     for line in lines:
         try:
             record = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):  # a line cut short, or not gputop's
             continue
         if isinstance(record, dict):
             yield record

@@ -27,6 +27,7 @@ import yaml
 
 from gputop.core.mig_layout import Refusal, parse_layout
 from gputop.core.nodeset import expand_and_fold, fold_nodes, natural_key
+from gputop.core.yaml_limits import TooLarge, check_expansion
 
 Metric = Literal["util", "mem", "temp", "power"]
 GpuModel = Literal["H100", "H200", "A100-80GB", "A100-40GB", "B200"]
@@ -739,6 +740,7 @@ def _load_yaml(
         lines: dict[str, int] = {}
         key_lines: dict[str, int] = {}
         problems: list[tuple[int | None, str, str]] = []
+        check_expansion(node)
         # Indexed before construction, which flattens merge keys ("<<") into the mapping in place.
         _index(node, "", lines, key_lines, problems, set())
         data = loader.construct_document(node)
@@ -753,6 +755,8 @@ def _load_yaml(
         raise ConfigError(f"{source_name}: invalid YAML: {err}") from None
     except RecursionError:
         raise ConfigError(f"{source_name}: invalid YAML: nested too deeply") from None
+    except TooLarge as err:
+        raise ConfigError(f"{source_name}: refused: {err}") from None
     finally:
         if loader is not None:
             loader.dispose()

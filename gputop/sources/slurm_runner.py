@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from gputop.core.parsers.common import as_text
+from gputop.sources.bounded_exec import run_local, run_ssh
 from gputop.sources.known_hosts import SharedKnownHosts
 from gputop.sources.ssh_config_index import SshConfigIndex
 
@@ -30,6 +31,10 @@ if TYPE_CHECKING:
     from gputop.sources.ssh_node import LinkSettings
 
 LOCAL = "local"
+# What a Slurm listing (or a MIG step) may print: squeue --json of 100,000 jobs is about 360 MB. Past it
+# the command is stopped: one that prints without end must not fill gputop's memory.
+RUN_OUTPUT_MAX_BYTES = 512 * 1024 * 1024
+RUN_OUTPUT_MAX_MIB = RUN_OUTPUT_MAX_BYTES // (1024 * 1024)
 NOT_FOUND_EXIT_STATUS = 127  # the shell's (and env's) "command not found"
 CLOSE_TIMEOUT_S = 2.0
 
@@ -106,7 +111,7 @@ class LocalRunner:
         except ValueError as err:  # a NUL in a word: no program can be given it
             raise RunFailed(f"cannot run {program}: {err}") from None
         try:
-            out, errors = await asyncio.wait_for(process.communicate(), timeout_s)
+            printed = await asyncio.wait_for(run_local(process, RUN_OUTPUT_MAX_BYTES), timeout_s)
         except TimeoutError:
             raise RunFailed(
                 f"{program} did not finish within {timeout_s:g}s (killed)", started=True
@@ -117,9 +122,14 @@ class LocalRunner:
                     process.kill()
                 with contextlib.suppress(Exception):
                     await asyncio.shield(process.wait())
+        if printed.cut:
+            raise RunFailed(f"{program} printed more than {RUN_OUTPUT_MAX_MIB} MiB (stopped)", started=True)
         status = process.returncode
         return Completed(
-            tuple(argv), status if status is None or status >= 0 else None, as_text(out), as_text(errors)
+            tuple(argv),
+            status if status is None or status >= 0 else None,
+            as_text(printed.stdout),
+            as_text(printed.stderr),
         )
 
     def refresh(self) -> None:
@@ -182,12 +192,12 @@ class SshRunner:
 
         conn = await self._connection()
         try:
-            result = await conn.run(
-                remote_command_line(argv, env), encoding=None, timeout=timeout_s, check=False
+            result = await asyncio.wait_for(
+                run_ssh(conn, remote_command_line(argv, env), RUN_OUTPUT_MAX_BYTES), timeout_s
             )
         except asyncio.CancelledError:
             raise
-        except asyncssh.TimeoutError:
+        except TimeoutError:
             raise RunFailed(
                 f"{argv[0]} on {self.host} did not finish within {timeout_s:g}s", started=True
             ) from None
@@ -198,6 +208,10 @@ class SshRunner:
             self._drop(conn)
             failure = describe(err, self.host)
             raise RunFailed(failure.reason, retry=failure.retry, started=True) from None
+        if result.cut:
+            raise RunFailed(
+                f"{argv[0]} on {self.host} printed more than {RUN_OUTPUT_MAX_MIB} MiB (stopped)", started=True
+            )
         if result.exit_status == NOT_FOUND_EXIT_STATUS:
             raise RunFailed(not_found_reason(argv[0], self.host))
         status = result.exit_status

@@ -4,7 +4,8 @@
 A session callback collects stdout and stderr and notes when each command begins (its begin marker), so
 the command that hangs is the one timed out, after its own timeout, and the ones before it keep their
 outputs. A shell whose round timed out, or that ended, is closed and a new one started for the next
-round: a hung command must not hold up the rounds after it.
+round: a hung command must not hold up the rounds after it. So is one that prints more than a round may
+hold (`OUTPUT_MAX_BYTES`): a node that prints without end must not fill gputop's memory.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 import asyncssh
 
+from gputop.core.parsers.common import OUTPUT_MAX_BYTES
 from gputop.sources.fact_round import (
     MARKER,
     SHELL_COMMAND,
@@ -32,10 +34,11 @@ _MARKER_LOOKBACK_BYTES = 64
 @dataclass(frozen=True, slots=True)
 class RoundResult:
     steps: tuple[StepOutput, ...]
-    timed_out: int | None  # the step cut off by its timeout, if one was
+    timed_out: int | None  # the step cut off by its timeout, or for printing too much, if one was
     # the shell was started for this round and ended without running any of it: the node does not run
     # gputop's scripts (a restricted shell, a forced command)
     refused: bool = False
+    overflowed: bool = False  # timed_out is the step that printed more than OUTPUT_MAX_BYTES
 
 
 class _ShellSession(asyncssh.SSHClientSession[bytes]):
@@ -62,23 +65,40 @@ class _ShellSession(asyncssh.SSHClientSession[bytes]):
         self.stdout = bytearray()
         self.stderr = bytearray()
         self._scanned = 0
+        self._out_end_at = -1  # where the last command's end marker was found on each stream
+        self._err_end_at = -1
+        self.overflowed: int | None = None  # the step that printed more than a round may hold
 
     def data_received(self, data: bytes, datatype: asyncssh.DataType) -> None:
+        if self.overflowed is not None:
+            return
+        if len(self.stdout) + len(self.stderr) + len(data) > OUTPUT_MAX_BYTES:
+            self.overflowed = max(self.step, 0)
+            self._finish()
+            return
         if datatype:
+            start = max(0, len(self.stderr) - len(self._last_err_end))
             self.stderr += data
+            if self._err_end_at < 0:
+                self._err_end_at = self.stderr.find(self._last_err_end, start)
         else:
+            start = max(0, len(self.stdout) - len(self._last_out_end))
             self.stdout += data
             for found in MARKER.finditer(self.stdout, max(0, self._scanned - _MARKER_LOOKBACK_BYTES)):
                 step = int(found[3])
                 if found[1] == self._nonce and found[2] == b"begin" and step > self.step:
                     self.step, self.step_began_s = step, self._loop.time()
             self._scanned = len(self.stdout)
+            # each packet is searched once (plus a marker's length before it), not the whole output again
+            end_at = self.stdout.find(self._last_out_end, start)
+            if end_at >= 0:
+                self._out_end_at = end_at
         if self._round_complete():
             self._finish()
 
     def _round_complete(self) -> bool:
-        at = self.stdout.rfind(self._last_out_end)
-        return at >= 0 and self.stdout.find(b"\n", at + 1) >= 0 and self._last_err_end in self.stderr
+        at = self._out_end_at
+        return at >= 0 and self.stdout.find(b"\n", at + 1) >= 0 and self._err_end_at >= 0
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.ended = True
@@ -104,7 +124,7 @@ class _ShellSession(asyncssh.SSHClientSession[bytes]):
             if remaining_s <= 0:
                 return step
             await asyncio.wait((over,), timeout=remaining_s)
-        return None
+        return self.overflowed
 
 
 class FactShell:
@@ -138,12 +158,13 @@ class FactShell:
             if session.error is not None and timed_out is None:
                 raise session.error
             steps = split_round_output(bytes(session.stdout), bytes(session.stderr), nonce, len(argvs))
+            overflowed = session.overflowed is not None
             session.end_round()
             if session.ended and timed_out is None and not steps[0].started:
                 if not fresh:
                     continue  # the shell ended between rounds: once more, in a new one
                 return RoundResult(tuple(steps), None, refused=True)
-            return RoundResult(tuple(steps), timed_out)
+            return RoundResult(tuple(steps), timed_out, overflowed=overflowed)
 
     def _current(self) -> tuple[asyncssh.SSHClientChannel[bytes], _ShellSession] | None:
         """The running shell's channel and session; None before the first round and after one ended."""

@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from gputop.core.models import GpuProcess, GpuSample
-from gputop.core.parsers.common import ParseFailure, as_text
+from gputop.core.parsers.common import OUTPUT_MAX_BYTES, ParseFailure, as_text
 from gputop.core.parsers.driver_errors import detect_driver_error
+from gputop.sources.bounded_exec import run_ssh
 from gputop.sources.commands import QUERY_GPU_FIELDS, CommandSpec
 from gputop.sources.known_hosts import SharedKnownHosts
 from gputop.sources.memory_watch import MemoryWatches
@@ -32,6 +33,8 @@ from gputop.sources.ssh_errors import Failure, describe
 
 if TYPE_CHECKING:
     from gputop.sources.ssh_fact_shell import FactShell  # imports asyncssh, which loads only when used
+
+OUTPUT_MAX_MIB = OUTPUT_MAX_BYTES // (1024 * 1024)
 
 
 @dataclass(frozen=True, slots=True)
@@ -367,6 +370,8 @@ class NodeLink:
         for i, (spec, step) in enumerate(zip(specs, result.steps, strict=True)):
             if step.status is not None:
                 self._take_fact(spec, step.stdout, step.stderr, step.status)
+            elif i == result.timed_out and result.overflowed:
+                self._fact_failed(spec, f"{spec.argv[0]} printed more than {OUTPUT_MAX_MIB} MiB: cut off")
             elif i == result.timed_out:
                 self._fact_failed(spec, f"{spec.argv[0]} did not finish within {spec.timeout_s:g}s")
             elif result.timed_out is not None and i > result.timed_out:
@@ -377,17 +382,21 @@ class NodeLink:
                 self._fact_failed(spec, f"{spec.argv[0]} was cut off (its shell ended while it ran)")
 
     async def _run_fact(self, conn: Any, spec: CommandSpec) -> None:
-        import asyncssh
 
         try:
-            result = await conn.run(spec.command_line, encoding=None, timeout=spec.timeout_s, check=False)
+            result = await asyncio.wait_for(
+                run_ssh(conn, spec.command_line, OUTPUT_MAX_BYTES), spec.timeout_s
+            )
         except asyncio.CancelledError:
             raise
-        except asyncssh.TimeoutError:
+        except TimeoutError:
             self._fact_failed(spec, f"{spec.argv[0]} did not finish within {spec.timeout_s:g}s")
             return
         except Exception as err:
             self._fact_failed(spec, describe(err, self.name).reason)
+            return
+        if result.cut:
+            self._fact_failed(spec, f"{spec.argv[0]} printed more than {OUTPUT_MAX_MIB} MiB: cut off")
             return
         self._take_fact(spec, result.stdout, result.stderr, result.exit_status)
 

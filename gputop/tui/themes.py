@@ -19,6 +19,7 @@ from textual.color import Color, ColorParseError
 from textual.theme import Theme
 
 from gputop.core.metrics import HEAT_STEPS
+from gputop.core.yaml_limits import TooLarge, check_expansion
 
 DEFAULT_THEME = "gputop-dark"
 
@@ -59,6 +60,8 @@ _KNOWN_KEYS = (*_REQUIRED_KEYS, *_OPTIONAL_COLORS, *_OPTIONAL_NUMBERS)
 _NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 # What TCSS accepts after `$`.
 _VARIABLE_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
+
+THEME_MAX_BYTES = 256 * 1024
 
 
 class ThemeError(Exception):
@@ -120,18 +123,32 @@ def _color_problem(where: str, value: object) -> str | None:
 
 def _read_yaml(path: Path) -> Any:
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as file:
+            raw = file.read(THEME_MAX_BYTES + 1)
+        if len(raw) > THEME_MAX_BYTES:
+            raise ThemeError(path, [f"larger than {THEME_MAX_BYTES // 1024} KiB (a theme is a few KiB)"])
+        text = raw.decode("utf-8")
     except (OSError, UnicodeDecodeError) as error:
         raise ThemeError(path, [f"cannot read file ({error})"]) from error
+    # libyaml's safe loader when present: several times faster, and themes load at every start
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(text)
     try:
-        # libyaml's safe loader when present: several times faster, and themes load at every start
-        return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        check_expansion(node)
+        return loader.construct_document(node)
+    except (TooLarge, RecursionError) as error:
+        why = str(error) if isinstance(error, TooLarge) else "nested too deeply"
+        raise ThemeError(path, [f"refused: {why}"]) from None
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
         raise ThemeError(path, [f"YAML syntax error{where}: {error.problem or error}"]) from error
     except yaml.YAMLError as error:
         raise ThemeError(path, [f"YAML syntax error: {error}"]) from error
+    finally:
+        loader.dispose()
 
 
 def _check_variables(variables: object, problems: list[str]) -> dict[str, str]:

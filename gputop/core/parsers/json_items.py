@@ -89,6 +89,8 @@ def _decoded(decode: Any, text: str, pos: int) -> tuple[Any, int]:
         value, end = decode(text, pos)
     except json.JSONDecodeError as err:
         raise JsonError(f"{err.msg} at line {err.lineno} column {err.colno}") from None
+    except RecursionError:
+        raise JsonError(f"nested too deeply at character {pos}") from None
     return value, end
 
 

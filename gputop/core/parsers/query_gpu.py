@@ -516,6 +516,10 @@ def parse_query_gpu(text: str, fields: Sequence[str] | None = None) -> QueryGpuR
             continue
         cells = _split_cells(line)
         header = header_fields(cells)
+        if header is not None and not _plan(header).steps:
+            # a header names fields gputop reads: a line of junk such as "o." names none, and taken for
+            # one it would make every one-cell line a GPU
+            header = None
         if header is not None:
             if header_seen and header != plan.fields:
                 notes.add(f"line {number}: the header changed to {', '.join(header)}")

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from gputop.core.models import SlurmJob, SlurmNode
-from gputop.core.parsers.common import ParseFailure, ParserInfo
+from gputop.core.parsers.common import BoundedNotes, ParseFailure, ParserInfo
 from gputop.core.parsers.json_items import Counted, JsonError, decode_object
 from gputop.core.parsers.slurm_common import (
     SlurmJobs,
@@ -234,7 +234,7 @@ class _Taken:
         self.convert = convert
         self.what = what
         self.found: list[Any] = []
-        self.notes: list[str] = []
+        self.notes = BoundedNotes()
 
     def __call__(self, entry: object) -> None:
         if not isinstance(entry, Mapping):
@@ -276,7 +276,7 @@ def _jobs_of(
             return ParseFailure(_JOB_KIND, "this is a node listing, not jobs: read it as sinfo-json")
         keys = ", ".join(sorted(str(k) for k in doc)[:8]) or "none"
         return ParseFailure(_JOB_KIND, f"no 'jobs' list in the document (top-level keys: {keys})")
-    return SlurmJobs(tuple(taken.found), (*notes, *taken.notes), _version(doc))
+    return SlurmJobs(tuple(taken.found), (*notes, *taken.notes.done()), _version(doc))
 
 
 def parse_squeue_json(text: str) -> SlurmJobs | ParseFailure:
@@ -404,7 +404,7 @@ def _nodes_of(
             _NODE_KIND, f"no 'nodes' or 'sinfo' list in the document (top-level keys: {keys})"
         )
     taken = nodes if has_nodes else groups
-    notes += taken.notes
+    notes += taken.notes.done()
     return SlurmNodes(merge_nodes(taken.found, notes), tuple(notes), _version(doc))
 
 

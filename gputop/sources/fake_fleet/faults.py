@@ -22,6 +22,11 @@ class Fault(StrEnum):
     SLOW = "slow"  # every answer starts a few seconds late
     NO_NVIDIA_SMI = "no_nvidia_smi"  # the driver tools are not installed: command not found, exit 127
     OLD_DRIVER = "old_driver"  # nvidia-smi rejects the fields older drivers lack (OLD_DRIVER_LACKS)
+    FLOOD = "flood"  # ibstat prints far more than gputop reads of one output (FLOOD_BYTES)
+
+
+# What ibstat prints on a flooding node: more than gputop reads of one command's output (16 MiB).
+FLOOD_BYTES = 17 * 1024 * 1024
 
 
 # Query fields a driver before row remapping (R450) does not know; asking for one fails the whole query.

@@ -21,7 +21,7 @@ from gputop.core.parsers.topo import Topology
 from gputop.sources.commands import QUERY_GPU_FIELDS, default_commands, metrics_stream
 from gputop.sources.fact_round import SHELL_COMMAND, parse_script_line, step_output
 from gputop.sources.fake_fleet import formats
-from gputop.sources.fake_fleet.faults import OLD_DRIVER_LACKS, Fault, Faults
+from gputop.sources.fake_fleet.faults import FLOOD_BYTES, OLD_DRIVER_LACKS, Fault, Faults
 from gputop.sources.fake_fleet.topology import topology_text
 from gputop.sources.mig_commands import is_nvidia_smi, simulates, strip_sudo
 from gputop.sources.mig_text import format_gpu_list
@@ -251,8 +251,10 @@ class Responder:
             return failed
         if self.faults.has(node, Fault.GARBAGE):
             return Reply(self.garbage(8))
-        view = self.view(node)
         name = command.name
+        if name == "ibstat" and self.faults.has(node, Fault.FLOOD):
+            return Reply(b"CA 'mlx5_0'\n" + b"\tFirmware version: 28.39.1002\n" * (FLOOD_BYTES // 30))
+        view = self.view(node)
         if name == "processes":
             return Reply(formats.compute_apps(view.gpus).encode())
         if name == "gpu_list":
