@@ -135,7 +135,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         metric=Metric(args.metric) if args.metric else None,
     )
     app.run()
-    return 0
+    return app.return_code or 0  # 128 + the signal when SIGTERM or SIGHUP ended it
 
 
 def local_config(config: Config) -> Config:
@@ -166,7 +166,7 @@ def _run_cluster(config: Config, args: argparse.Namespace) -> int:
         print(safe_block(f"gputop: {err}"), file=sys.stderr)
         return 2
     app.run()
-    return 0
+    return app.return_code or 0  # 128 + the signal when SIGTERM or SIGHUP ended it
 
 
 def build_demo_app(

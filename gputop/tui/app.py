@@ -29,7 +29,7 @@ from gputop.core.summary import ClusterView
 from gputop.gc_tuning import freeze_after_start
 from gputop.poller import Poller
 from gputop.sources.base import Source
-from gputop.tui import themes
+from gputop.tui import terminal_guard, themes
 from gputop.tui.commands import GputopCommands
 from gputop.tui.palette import Palette, PaletteCache
 from gputop.tui.screens.dashboard import DashboardScreen
@@ -60,6 +60,7 @@ NOTICE_MAX_LINES = 12
 
 patch_strip_divide()
 patch_strip_render()
+terminal_guard.install()
 
 
 class ViewUpdated(Message):
@@ -372,14 +373,25 @@ class GputopApp(App[None]):
         recorded first. Without this the default action kills gputop at once: the terminal stays in the
         alternate screen and the command's outcome is never written."""
         loop = asyncio.get_running_loop()
+
+        def terminal_lost() -> None:  # called from the output thread
+            loop.call_soon_threadsafe(self.call_later, self._on_stop_signal, signal.SIGHUP, False)
+
+        terminal_guard.when_lost(terminal_lost)
         for signum in (signal.SIGTERM, signal.SIGHUP):
             with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-                loop.add_signal_handler(signum, self._on_stop_signal, signum)
+                # The loop calls this outside the app's context: hand the signal to the app's own queue.
+                loop.add_signal_handler(signum, self.call_later, self._on_stop_signal, signum)
 
-    def _on_stop_signal(self, signum: int) -> None:
+    def _on_stop_signal(self, signum: int, insist: bool = True) -> None:
+        """``insist``: a second request stops gputop at once (a second SIGTERM); the terminal found gone
+        after a SIGHUP is no second request."""
         name = signal.Signals(signum).name
         if self._stopping is not None:  # asked again: stop now; the running action is recorded as unknown
-            self.exit(return_code=128 + signum)
+            # The terminal closing can send SIGHUP more than once (to gputop, and to its process group):
+            # only a second SIGTERM (or q) insists.
+            if insist and signum != signal.SIGHUP:
+                self.exit(return_code=128 + signum)
             return
         self._stopping = name
         self.run_worker(self._stop_when_idle(name, 128 + signum), name="stop", group="stop")

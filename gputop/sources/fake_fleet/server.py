@@ -377,6 +377,14 @@ class Fleet:
     def open_sessions(self) -> int:
         return len(self._core.sessions)
 
+    def drop_connections(self) -> int:
+        """Drops every client connection at once, as a network that fails would (no SSH goodbye);
+        returns how many there were."""
+        connections = list(self._core.connections)
+        for conn in connections:
+            conn.abort()
+        return len(connections)
+
     async def close(self) -> None:
         core = self._core
         core.closing.set()
