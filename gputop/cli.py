@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping, Sequence
+from typing import IO, TYPE_CHECKING, Any
 
 from gputop import __version__
 from gputop.core.config import Config, ConfigError
@@ -94,6 +94,38 @@ def check_demo_args(args: argparse.Namespace) -> str | None:
     return None
 
 
+NO_TERMINAL_HELP = """\
+gputop: {why}: the dashboard needs a terminal to draw in and keys to read.
+Without one (cron, nohup, systemd, a pipe) run one round instead:
+  gputop check           one line per problem and a summary; exit status for monitoring
+  gputop snapshot --json everything gputop sees, as JSON"""
+
+
+def terminal_problem(environ: Mapping[str, str], streams: Sequence[IO[Any]]) -> str | None:
+    """Why the dashboard cannot run here (None: it can). Started without a terminal it would draw into
+    a file or a pipe without end, at full speed; TERM=dumb cannot move the cursor at all."""
+    for stream in streams:
+        try:
+            if not stream.isatty():
+                name = getattr(stream, "name", "a stream")
+                return f"{name} is not a terminal"
+        except (AttributeError, ValueError):  # closed, or no stream at all
+            return "no terminal"
+    term = environ.get("TERM", "")
+    if term in ("", "dumb", "unknown"):
+        return f"TERM={term or '(unset)'} cannot draw a full-screen program (set TERM, e.g. xterm-256color)"
+    return None
+
+
+def _run_app(app: GputopApp) -> int:
+    problem = terminal_problem(os.environ, (sys.stdin, sys.stdout, sys.stderr))
+    if problem is not None:
+        print(NO_TERMINAL_HELP.format(why=problem), file=sys.stderr)
+        return 2
+    app.run()
+    return app.return_code or 0  # 128 + the signal when SIGTERM or SIGHUP ended it
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
     if words[:1] == ["parse"]:  # subcommands beside the dashboard's flags, which stay as they were
@@ -134,8 +166,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         read_only=args.read_only,
         metric=Metric(args.metric) if args.metric else None,
     )
-    app.run()
-    return app.return_code or 0  # 128 + the signal when SIGTERM or SIGHUP ended it
+    return _run_app(app)
 
 
 def local_config(config: Config) -> Config:
@@ -165,8 +196,7 @@ def _run_cluster(config: Config, args: argparse.Namespace) -> int:
     except LaunchError as err:
         print(safe_block(f"gputop: {err}"), file=sys.stderr)
         return 2
-    app.run()
-    return app.return_code or 0  # 128 + the signal when SIGTERM or SIGHUP ended it
+    return _run_app(app)
 
 
 def build_demo_app(

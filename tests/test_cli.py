@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -277,3 +278,30 @@ def test_config_without_clusters_and_without_demo(tmp_path: Path) -> None:
     lines = assert_clean_failure(result)
     assert len(lines) == 1
     assert "empty-clusters.yaml lists no clusters" in lines[0]
+
+
+def test_without_a_terminal_the_dashboard_says_what_to_run_instead_and_exits(tmp_path: Path) -> None:
+    """Started from cron, nohup or a pipe, the dashboard drew into a file at full speed without end."""
+    started = time.monotonic()
+    result = gputop(tmp_path, "--demo")  # stdin, stdout and stderr are pipes here
+    assert time.monotonic() - started < 20
+    assert result.returncode == 2
+    assert result.stderr.startswith("gputop: <stdin> is not a terminal: the dashboard needs a terminal")
+    assert "gputop check" in result.stderr and "gputop snapshot --json" in result.stderr
+    assert "\x1b[" not in result.stdout + result.stderr
+
+
+def test_term_dumb_is_refused_with_what_to_set() -> None:
+    from gputop.cli import terminal_problem
+
+    class Tty:
+        name = "<tty>"
+
+        def isatty(self) -> bool:
+            return True
+
+    assert terminal_problem({"TERM": "xterm-256color"}, [Tty()]) is None
+    assert terminal_problem({"TERM": "dumb"}, [Tty()]) == (
+        "TERM=dumb cannot draw a full-screen program (set TERM, e.g. xterm-256color)"
+    )
+    assert "TERM=(unset)" in (terminal_problem({}, [Tty()]) or "")

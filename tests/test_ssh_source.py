@@ -586,3 +586,15 @@ async def test_a_fact_that_prints_without_end_is_cut_off_and_said(
         fleet.faults.set(name)
         source.refresh()  # ibstat runs every 30 s: ask for it now
         await wait_for(source, lambda ns: bool(ns[name].ib_ports) and not ns[name].fact_errors, 20)
+
+
+async def test_a_stream_that_falls_silent_says_so_before_the_node_turns_stale(fleet: Fleet) -> None:
+    config = fast(load_config(fleet.config_path))  # a line every 0.2 s: silent after 0.6 s
+    source = SshSource(cluster_of(config), config.poll, time.time)
+    name = answering(fleet)[0]
+    async with started(source):
+        await wait_for(source, lambda ns: bool(ns[name].gpus))
+        fleet.faults.set(name, Fault.STALL_COMMAND)  # the stream stops printing; the connection stays
+        nodes = await wait_for(source, lambda ns: "printed nothing since" in (ns[name].error or ""), 5)
+        assert (nodes[name].error or "").endswith("UTC (the SSH connection is open)")
+        assert nodes[name].reachability is Reachability.OK, "said before the node turns stale"

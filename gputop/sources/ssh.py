@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 import resource
+import time
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
@@ -23,6 +25,10 @@ from gputop.sources.ssh_config_index import SshConfigIndex
 from gputop.sources.ssh_node import LinkSettings, NodeLink
 
 _V = TypeVar("_V")
+
+# After this many poll intervals without a line on an open connection, the node says why it has no data.
+SILENT_INTERVALS = 3
+SILENT_STREAM = "nvidia-smi's metrics stream has printed nothing since {since} (the SSH connection is open)"
 
 
 def raise_open_file_limit() -> int:
@@ -70,7 +76,8 @@ class SshSource:
         self.now = now
         self.links: dict[str, NodeLink] = {}
         self._tasks: list[asyncio.Task[None]] = []
-        self._samples: dict[str, tuple[int, NodeSample]] = {}
+        self._samples: dict[str, tuple[tuple[int, bool], NodeSample]] = {}
+        self.settings_interval_s = poll.interval_s
         self.ssh_config: SshConfigIndex | None = None
         self.parse_cache = ParseCache()
 
@@ -96,7 +103,10 @@ class SshSource:
             self._tasks.append(asyncio.create_task(link.run(), name=f"ssh:{name}"))
 
     async def collect(self, now_s: float) -> SourceResult:
-        return SourceResult(nodes=tuple(self._sample(link) for link in self.links.values()))
+        silent_after_s = SILENT_INTERVALS * self.settings_interval_s
+        return SourceResult(
+            nodes=tuple(self._sample(link, now_s, silent_after_s) for link in self.links.values())
+        )
 
     def refresh(self) -> None:
         for link in self.links.values():
@@ -117,12 +127,23 @@ class SshSource:
             self.ssh_config.close()
 
     # -- building samples -----------------------------------------------------------------------------
-    def _sample(self, link: NodeLink) -> NodeSample:
+    def _sample(self, link: NodeLink, now_s: float, silent_after_s: float) -> NodeSample:
+        # A stream that fell silent on an open connection is said at once, not only when the stream's
+        # own timeout ends the connection seconds after the node turned stale.
+        silent = (
+            link.connected
+            and link.error is None
+            and link.sampled_at_s is not None
+            and now_s - link.sampled_at_s > silent_after_s
+        )
         cached = self._samples.get(link.name)
-        if cached is not None and cached[0] == link.version:
+        if cached is not None and cached[0] == (link.version, silent):
             return cached[1]
         sample = node_sample(link, self.cluster.gpus_per_node)
-        self._samples[link.name] = (link.version, sample)
+        if silent and link.sampled_at_s is not None:
+            since = time.strftime("%H:%M:%S UTC", time.gmtime(link.sampled_at_s))
+            sample = dataclasses.replace(sample, error=SILENT_STREAM.format(since=since))
+        self._samples[link.name] = ((link.version, silent), sample)
         return sample
 
 

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
 from typing import TYPE_CHECKING, Any
 
+from gputop.core.safe_text import safe_line
 from gputop.sources.known_hosts import SharedKnownHosts
 from gputop.sources.ssh_config_index import SshConfigIndex
 
@@ -37,6 +39,9 @@ KEEPALIVE_INTERVAL_S = 15
 KEEPALIVE_COUNT_MAX = 3
 # asyncssh's connect_timeout covers TCP and the handshake; this bounds a jump host's hop on top of it.
 CONNECT_GRACE_S = 5.0
+# After a handshake timed out: how long a look at what the port says, and how much of it.
+PROBE_TIMEOUT_S = 2.0
+PROBE_BYTES = 120
 
 
 def connect_options(
@@ -80,6 +85,60 @@ def connect_options(
     return options
 
 
+class DnsFailure(Exception):
+    """The name to connect to did not resolve: the ssh_config's HostName for the host, or the host."""
+
+    def __init__(self, host: str, hostname: str, error: socket.gaierror) -> None:
+        said = error.strerror or str(error)
+        where = f"{hostname} (the HostName of {host} in the ssh_config)" if hostname != host else host
+        super().__init__(f"DNS: cannot resolve {where}: {said}")
+
+
+class NotSsh(Exception):
+    """Something answered on the port, but not an SSH server."""
+
+    def __init__(self, host: str, why: str) -> None:
+        super().__init__(f"{host} answered, but not as an SSH server ({why}): a wrong port or host?")
+
+
+def _config_value(host: str, options: dict[str, Any], key: str) -> object:
+    paths = options.get("config")
+    if not paths:
+        return None
+    try:
+        from asyncssh.config import SSHClientConfig
+
+        return SSHClientConfig.load(None, paths, False, False, False, "", (), host, ()).get(key)
+    except Exception:  # the value is for a message: a config asyncssh refused says so elsewhere
+        return None
+
+
+def config_hostname(host: str, options: dict[str, Any]) -> str:
+    """The HostName the ssh_config gives ``host`` (as asyncssh resolves it), else ``host``."""
+    return str(_config_value(host, options, "Hostname") or host)
+
+
+async def first_words(host: str, options: dict[str, Any]) -> str | None:
+    """The first line a server sends on the SSH port when it is not an SSH banner; None when it sends
+    nothing (or SSH's own) within PROBE_TIMEOUT_S."""
+    hostname = config_hostname(host, options)
+    port = int(str(options.get("port") or _config_value(host, options, "Port") or 22))
+    try:
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(hostname, port), PROBE_TIMEOUT_S)
+    except (OSError, TimeoutError):
+        return None
+    try:
+        data = await asyncio.wait_for(reader.read(PROBE_BYTES), PROBE_TIMEOUT_S)
+    except (OSError, TimeoutError):
+        return None
+    finally:
+        writer.close()
+    if not data or data.startswith(b"SSH-"):
+        return None
+    line = data.splitlines()[0] if data.splitlines() else data
+    return safe_line(line.decode("utf-8", errors="replace").strip(), PROBE_BYTES)
+
+
 async def connect(
     host: str,
     settings: LinkSettings,
@@ -99,6 +158,18 @@ async def connect(
         handshakes if handshakes is not None else contextlib.nullcontext()
     )
     async with gate:
-        return await asyncio.wait_for(
-            asyncssh.connect(host, **options), settings.connect_timeout_s + CONNECT_GRACE_S
-        )
+        try:
+            return await asyncio.wait_for(
+                asyncssh.connect(host, **options), settings.connect_timeout_s + CONNECT_GRACE_S
+            )
+        except socket.gaierror as err:
+            raise DnsFailure(host, config_hostname(host, options), err) from None
+        except asyncssh.ProtocolError as err:
+            raise NotSsh(host, str(err.reason)) from None
+        except TimeoutError:
+            # Something may have answered in another protocol (a web server, SMTP on a wrong port):
+            # asyncssh waits for an SSH banner that never comes, and only a look at what was said tells.
+            said = None if options.get("tunnel") else await first_words(host, options)
+            if said is not None:
+                raise NotSsh(host, f"it said {said!r}") from None
+            raise

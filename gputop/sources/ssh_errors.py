@@ -22,9 +22,12 @@ def describe(error: BaseException, host: str, timeout_s: float | None = None) ->
     import asyncssh  # the SSH library is only loaded when gputop watches real nodes
 
     from gputop.sources.known_hosts import KnownHostsMissing
+    from gputop.sources.ssh_connect import DnsFailure, NotSsh
 
     if isinstance(error, KnownHostsMissing):
         return Failure(str(error), retry=False)
+    if isinstance(error, DnsFailure | NotSsh):
+        return Failure(str(error), retry=True)
     if isinstance(error, asyncssh.HostKeyNotVerifiable):
         return Failure(f"host key not verifiable for {host}: not in known_hosts, or changed", retry=False)
     if isinstance(error, asyncssh.PermissionDenied):
