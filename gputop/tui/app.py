@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import itertools
-import signal
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -33,6 +29,7 @@ from gputop.tui import terminal_guard, themes
 from gputop.tui.commands import GputopCommands
 from gputop.tui.palette import Palette, PaletteCache
 from gputop.tui.screens.dashboard import DashboardScreen
+from gputop.tui.stopping import Stopping
 from gputop.tui.strips import patch_strip_divide, patch_strip_render
 from gputop.tui.widgets.cluster_map import ClusterMap
 from gputop.tui.widgets.node_table import NodeTable
@@ -54,7 +51,6 @@ class AppSettings:
     host_keys_unverified: bool = False  # the config turned host key checking off: the header says so
 
 
-STOP_WAIT_S = 45.0  # an action's timeout (30 s), its re-read, and some room: then gputop stops regardless
 NOTICE_MAX_CHARS = 2000
 NOTICE_MAX_LINES = 12
 
@@ -107,9 +103,7 @@ class GputopApp(App[None]):
         )
         self.poller.cell_metric = self.metric
         self.actor: Actor | None = None if self.read_only else actor_for(settings.sources)
-        self._acting: dict[int, str] = {}  # actions whose command runs now: token -> what it is
-        self._action_tokens = itertools.count()
-        self._stopping: str | None = None  # the signal that asked gputop to stop, while it waits
+        self.stopping = Stopping(self)
 
     # -- themes -----------------------------------------------------------------------------------------
     def get_theme_variable_defaults(self) -> dict[str, str]:
@@ -180,7 +174,7 @@ class GputopApp(App[None]):
         self.push_screen(DashboardScreen())
         for warning in self.startup_warnings:
             self.notify(warning, severity="warning", timeout=10)
-        self._watch_signals()
+        self.stopping.watch()
         if not self.read_only:
             self._warn_of_unfinished_actions()
         # One long-lived worker; exit_on_error=False so a poller bug shows up as an error, not a dead app.
@@ -353,68 +347,15 @@ class GputopApp(App[None]):
             self.pop_screen()
         self.push_screen(NodeScreen(name))
 
-    # -- actions in flight, and being stopped while one runs ----------------------------------------------
+    # -- actions in flight, and stopping while one runs (gputop.tui.stopping) -----------------------------
     def begin_action(self, what: str) -> int:
-        """An action's command starts now: gputop will not quit until it is over and recorded."""
-        token = next(self._action_tokens)
-        self._acting[token] = what
-        return token
+        return self.stopping.begin(what)
 
     def end_action(self, token: int) -> None:
-        self._acting.pop(token, None)
-
-    @property
-    def actions_in_flight(self) -> tuple[str, ...]:
-        return tuple(self._acting.values())
-
-    def _watch_signals(self) -> None:
-        """SIGTERM (kill, systemd, a scheduler) and SIGHUP (the terminal closed) end gputop as q does: the
-        terminal is restored, and an action whose command is running is waited for and its outcome
-        recorded first. Without this the default action kills gputop at once: the terminal stays in the
-        alternate screen and the command's outcome is never written."""
-        loop = asyncio.get_running_loop()
-
-        def terminal_lost() -> None:  # called from the output thread
-            loop.call_soon_threadsafe(self.call_later, self._on_stop_signal, signal.SIGHUP, False)
-
-        terminal_guard.when_lost(terminal_lost)
-        for signum in (signal.SIGTERM, signal.SIGHUP):
-            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-                # The loop calls this outside the app's context: hand the signal to the app's own queue.
-                loop.add_signal_handler(signum, self.call_later, self._on_stop_signal, signum)
-
-    def _on_stop_signal(self, signum: int, insist: bool = True) -> None:
-        """``insist``: a second request stops gputop at once (a second SIGTERM); the terminal found gone
-        after a SIGHUP is no second request."""
-        name = signal.Signals(signum).name
-        if self._stopping is not None:  # asked again: stop now; the running action is recorded as unknown
-            # The terminal closing can send SIGHUP more than once (to gputop, and to its process group):
-            # only a second SIGTERM (or q) insists.
-            if insist and signum != signal.SIGHUP:
-                self.exit(return_code=128 + signum)
-            return
-        self._stopping = name
-        self.run_worker(self._stop_when_idle(name, 128 + signum), name="stop", group="stop")
+        self.stopping.end(token)
 
     async def action_quit(self) -> None:
-        if self._acting and self._stopping is None:
-            self._stopping = "q"
-            await self._stop_when_idle("q", 0)
-            return
-        self.exit()
-
-    async def _stop_when_idle(self, why: str, return_code: int) -> None:
-        if self._acting:
-            with contextlib.suppress(Exception):  # the terminal may be gone (SIGHUP)
-                self.notify(
-                    f"{why}: gputop stops once {', '.join(self._acting.values())} is over and recorded",
-                    severity="warning",
-                    timeout=STOP_WAIT_S,
-                )
-            deadline = asyncio.get_running_loop().time() + STOP_WAIT_S
-            while self._acting and asyncio.get_running_loop().time() < deadline:
-                await asyncio.sleep(0.1)
-        self.exit(return_code=return_code)
+        self.stopping.request(None)
 
     def _warn_of_unfinished_actions(self) -> None:
         """An intent on record with no outcome: an earlier gputop died while the command ran."""

@@ -26,7 +26,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from textual.widgets import Input
+from textual.pilot import Pilot
+from textual.widgets import Button, Input
 
 from gputop.actions.audit import AuditLog
 from gputop.actions.execute import execute
@@ -37,6 +38,10 @@ from gputop.core.node_actions import NodeActionPlan, plan_node_action
 from gputop.sources.fake_fleet import Fault, run_fleet
 from gputop.sources.slurm_runner import SshRunner
 from gputop.sources.ssh import link_settings
+from gputop.tui.app import GputopApp
+from gputop.tui.screens.node_action import NodeActionScreen
+from tests.test_tui_node_actions import SIZE, app_with_audit
+from tests.tui_helpers import wait_for_data
 
 SLOW_DEMO = Path(__file__).parent / "slow_demo.py"
 RESTORE_SCREEN = b"\x1b[?1049l"  # leave the alternate screen: the terminal is the user's again
@@ -243,15 +248,10 @@ def test_the_terminal_closing_while_a_drain_runs_still_records_its_outcome(
 # --- Escape and Cancel while the command runs; an audit log that cannot be written -----------------------
 
 
-async def test_escape_and_cancel_wait_while_the_command_runs(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from textual.widgets import Button
-
+@pytest.fixture
+def held_scontrol(monkeypatch: pytest.MonkeyPatch) -> asyncio.Event:
+    """The demo's scontrol, answering only once the returned event is set."""
     from gputop.sources import demo_actions
-    from gputop.tui.screens.node_action import NodeActionScreen
-    from tests.test_tui_node_actions import SIZE, app_with_audit
-    from tests.tui_helpers import wait_for_data
 
     release = asyncio.Event()
     answer = demo_actions.SimulatedScontrol.run
@@ -261,17 +261,34 @@ async def test_escape_and_cancel_wait_while_the_command_runs(
         return await answer(self, argv, env, timeout_s)  # type: ignore[arg-type]
 
     monkeypatch.setattr(demo_actions.SimulatedScontrol, "run", held)
+    return release
+
+
+async def open_a_drain(pilot: Pilot[None], app: GputopApp) -> NodeActionScreen:
+    await wait_for_data(pilot)
+    await pilot.press("d")
+    await pilot.pause()
+    dialog = app.screen
+    assert isinstance(dialog, NodeActionScreen)
+    dialog.query_one("#reason", Input).value = "maintenance"
+    await pilot.pause()
+    return dialog
+
+
+async def start_a_held_drain(pilot: Pilot[None], app: GputopApp) -> NodeActionScreen:
+    dialog = await open_a_drain(pilot, app)
+    dialog.query_one("#run", Button).press()
+    await pilot.pause(0.2)
+    return dialog
+
+
+async def test_escape_and_cancel_wait_while_the_command_runs(
+    tmp_path: Path, held_scontrol: asyncio.Event
+) -> None:
+    release = held_scontrol
     app = app_with_audit(tmp_path)
     async with app.run_test(size=SIZE) as pilot:
-        await wait_for_data(pilot)
-        await pilot.press("d")
-        await pilot.pause()
-        dialog = app.screen
-        assert isinstance(dialog, NodeActionScreen)
-        dialog.query_one("#reason", Input).value = "maintenance"
-        await pilot.pause()
-        dialog.query_one("#run", Button).press()
-        await pilot.pause(0.2)
+        dialog = await start_a_held_drain(pilot, app)
         assert dialog.running and dialog.query_one("#cancel", Button).disabled
         await pilot.press("escape")
         dialog.action_cancel()
@@ -291,21 +308,32 @@ async def test_escape_and_cancel_wait_while_the_command_runs(
 
 
 async def test_a_drain_dialog_says_at_once_that_the_audit_log_cannot_be_written(tmp_path: Path) -> None:
-    from gputop.tui.screens.node_action import NodeActionScreen
-    from tests.test_tui_node_actions import SIZE, app_with_audit
-    from tests.tui_helpers import wait_for_data
-
     app = app_with_audit(tmp_path)
     (tmp_path / "audit.jsonl").mkdir()  # a directory where the log should be
     async with app.run_test(size=SIZE) as pilot:
-        await wait_for_data(pilot)
-        await pilot.press("d")
-        await pilot.pause()
-        dialog = app.screen
-        assert isinstance(dialog, NodeActionScreen)
-        dialog.query_one("#reason", Input).value = "maintenance"
-        await pilot.pause()
+        dialog = await open_a_drain(pilot, app)
         refused = str(dialog.query_one("#refused").render())
         assert f"the audit log {tmp_path / 'audit.jsonl'} cannot be written: it is a directory" in refused
         assert "gputop does not act without a record" in refused
         assert dialog.query_one("#run").disabled
+
+
+async def test_q_while_the_command_runs_waits_for_its_outcome_then_quits(
+    tmp_path: Path, held_scontrol: asyncio.Event
+) -> None:
+    release = held_scontrol
+    app = app_with_audit(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await start_a_held_drain(pilot, app)
+        await app.action_quit()
+        await pilot.pause(0.3)
+        assert app.is_running and app.stopping.in_flight
+        assert any(n.message.startswith("q: gputop stops once drain") for n in app._notifications)
+        release.set()
+        for _ in range(100):
+            if not app.is_running:
+                break
+            await asyncio.sleep(0.05)
+        assert not app.is_running
+    assert [r["phase"] for r in records(tmp_path / "audit.jsonl")] == ["intent", "outcome"]
+    assert app.return_code == 0
