@@ -348,3 +348,27 @@ async def test_broken_theme_file_warns_and_falls_back(tmp_path: Path) -> None:
         warnings = " ".join(app.startup_warnings)
         assert "broken.yaml" in warnings and "unknown theme 'broken'" in warnings
         assert len(app._notifications) >= 2
+
+
+async def test_the_data_keeps_flowing_under_help_the_palette_and_a_dialog() -> None:
+    """With ? or Ctrl+P or a drain dialog on top, the dashboard below (its header, map and table) showed
+    the data of the moment the overlay opened: 'data 41s old' when it closed."""
+    from gputop.tui.screens.dashboard import DashboardScreen
+    from gputop.tui.widgets.status_header import StatusHeader
+
+    app = demo_app()
+    async with app.run_test(size=(160, 45)) as pilot:
+        await wait_for_data(pilot)
+        dashboard = app.screen
+        assert isinstance(dashboard, DashboardScreen)
+        for opening in ("question_mark", "ctrl+p", "d"):
+            await pilot.press(opening)
+            await pilot.pause(0.2)
+            assert app.screen is not dashboard, opening
+            app.clock.advance(5.0)  # type: ignore[attr-defined]
+            view = await app.poller.tick()
+            await pilot.pause(0.2)
+            shown = dashboard.query_one(StatusHeader)._view
+            assert shown is not None and shown.snapshot.taken_at_s >= view.snapshot.taken_at_s, opening
+            await pilot.press("escape")
+            await pilot.pause(0.2)

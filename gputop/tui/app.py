@@ -10,6 +10,7 @@ from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.notifications import SeverityLevel
+from textual.screen import Screen
 from textual.widgets import Input
 
 from gputop.actions.actor import Actor, actor_for
@@ -203,19 +204,30 @@ class GputopApp(App[None]):
 
     def on_view_updated(self, message: ViewUpdated) -> None:
         self.view = message.view
-        screen = self.screen
-        apply = getattr(screen, "apply_view", None)
-        # A screen just pushed has no widgets until it is mounted; it shows the latest view when it is.
-        # Nor is a view for a screen no longer in the DOM, or for any once the app is exiting and taking
-        # its screens apart (a tick landing then found a MIG dialog without its widgets).
-        if apply is not None and screen.is_mounted and screen.is_attached:
-            with self.batch_update():
-                apply(message.view, message.delta)
+        with self.batch_update():
+            for screen in self._visible_screens():
+                apply = getattr(screen, "apply_view", None)
+                # A screen just pushed has no widgets until it is mounted; it shows the latest view when
+                # it is. Nor is a view for a screen no longer in the DOM, or for any once the app is
+                # exiting and taking its screens apart (a tick landing then found a MIG dialog without
+                # its widgets).
+                if apply is not None and screen.is_mounted and screen.is_attached:
+                    apply(message.view, message.delta)
         self._announce_source_problems(message.view)
         self._announce_new_crit(message.view)
         if not self._gc_frozen and self.settings.freeze_gc:
             self._gc_frozen = True
             self.call_after_refresh(self._freeze_gc)
+
+    def _visible_screens(self) -> list[Screen[object]]:
+        """The screen on top and, under each modal one (help, the command palette, a dialog), the screen
+        it is drawn over: all of them show data, and none may freeze while another is on top."""
+        shown: list[Screen[object]] = []
+        for screen in reversed(self.screen_stack):
+            shown.append(screen)
+            if not screen.is_modal:
+                break
+        return shown
 
     def _announce_source_problems(self, view: ClusterView) -> None:
         """A source that starts failing gets one toast with its whole message (the header keeps a short
