@@ -97,7 +97,15 @@ async def test_drain_one_node_with_a_nasty_reason_then_resume_it(tmp_path: Path)
         dialog = app.screen
         assert isinstance(dialog, NodeActionScreen)
         assert "State=RESUME" in text_of(dialog, "#command")
-        dialog.query_one("#run", Button).press()
+        # why it was drained and what is still wrong, and (still CRIT) the count to type
+        context = text_of(dialog, "#context")
+        assert f"{node} drained by " in context and NASTY in context and "CRIT " in context, context
+        run = dialog.query_one("#run", Button)
+        assert run.disabled, "a node with CRIT problems is not resumed on a single key"
+        dialog.query_one("#count", Input).value = "1"
+        await pilot.pause()
+        assert not run.disabled
+        run.press()
         for _ in range(100):
             await pilot.pause(0.02)
             if dialog.outcome is not None:
@@ -160,3 +168,42 @@ async def test_read_only_has_no_acting_keys(tmp_path: Path) -> None:
         assert isinstance(app.screen, HelpScreen)
         help_text = " ".join(str(w.render()) for w in app.screen.query(Static))
         assert "Drain" not in help_text and "Resume" not in help_text
+
+
+async def test_a_drain_of_several_nodes_shows_what_it_will_do_from_the_start(tmp_path: Path) -> None:
+    """Two marked nodes: the dialog showed 'Drain 2 nodes', an empty reason and nothing else until a
+    reason was typed; keys typed while Cancel had the focus were lost."""
+    app = app_with_audit(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for_data(pilot)
+        table = app.screen.query_one(NodeTable)
+        first, second = table.order[0], table.order[1]
+        await pilot.press("space", "space", "d")
+        await pilot.pause()
+        dialog = app.screen
+        assert isinstance(dialog, NodeActionScreen)
+        nodes = text_of(dialog, "#nodes")
+        assert first in nodes or "[" in nodes, nodes
+        reason = dialog.query_one("#reason", Input).value
+        assert f"({first})" in reason and f"({second})" in reason, "each node's evidence, folded"
+        command = text_of(dialog, "#command")
+        assert "State=DRAIN" in command and "NodeName=" in command
+        assert text_of(dialog, "#jobs").startswith(("jobs that keep running", "no running jobs"))
+        dialog.query_one("#reason", Input).value = ""
+        await pilot.pause()
+        assert "(type a reason)" in text_of(dialog, "#command"), "what it will run, reason to come"
+        assert app.focused is dialog.query_one("#cancel", Button)
+        await pilot.press("h", "w", "space", "f", "a", "u", "l", "t")
+        await pilot.pause()
+        assert dialog.query_one("#reason", Input).value == "hw fault", "typed keys reach the reason"
+
+
+def test_several_nodes_reasons_fold_into_one() -> None:
+    from gputop.core.node_actions import MAX_REASON_CHARS, folded_reason
+
+    assert folded_reason({"gpu001": "GPU3 91 C"}) == "GPU3 91 C"
+    assert folded_reason({"gpu001": "Xid 79", "gpu003": "Xid 79", "gpu002": "GPU3 91 C", "gpu004": ""}) == (
+        "Xid 79 (gpu[001,003]); GPU3 91 C (gpu002)"
+    )
+    many = folded_reason({f"gpu{i:03d}": f"problem number {i} " + "x" * 40 for i in range(100)})
+    assert len(many) <= MAX_REASON_CHARS and many.endswith("more")

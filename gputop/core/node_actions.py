@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import shlex
 import time
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -25,6 +25,7 @@ NodeAction = Literal["drain", "resume"]
 
 # Slurm keeps a node's reason in a fixed buffer and truncates silently past it; refuse instead.
 MAX_REASON_CHARS = 1000
+MAX_PROBLEMS_SHOWN = 3  # per node, in a resume's warning
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,3 +151,58 @@ def reason_template(node: NodeSample, problems: Sequence[Problem]) -> str:
         if problem.node == node.name and problem.kind != "slurm":
             return problem.message
     return ""
+
+
+def folded_reason(reasons: Mapping[str, str]) -> str:
+    """One drain reason for several nodes from each node's own (`reason_template`): nodes with the same
+    words share them, ``Xid 79 on GPU4 at ... (gpu007); GPU3 91 C (gpu[003,011])``; nodes without any are
+    left out; at most MAX_REASON_CHARS, the rest counted."""
+    by_words: dict[str, list[str]] = {}
+    for node, words in reasons.items():
+        if words.strip():
+            by_words.setdefault(words.strip(), []).append(node)
+    if len(reasons) == 1:
+        return next(iter(by_words), "")
+    parts = [f"{words} ({fold_nodes(nodes)})" for words, nodes in by_words.items()]
+    text = ""
+    for at, part in enumerate(parts):
+        joined = f"{text}; {part}" if text else part
+        more = len(parts) - at
+        if len(joined) > MAX_REASON_CHARS - 20:
+            return f"{text}; and {more} more" if text else part[: MAX_REASON_CHARS - 20]
+        text = joined
+    return text
+
+
+@dataclass(frozen=True, slots=True)
+class ResumeContext:
+    """What a resume should show before it runs: why each node was drained, and what is still wrong."""
+
+    lines: tuple[str, ...]
+    still_critical: tuple[str, ...]  # nodes with CRIT problems of their own (Slurm's state aside)
+
+
+def resume_context(
+    nodes: Sequence[str], slurm: SlurmState | None, problems: Mapping[str, Sequence[Problem]]
+) -> ResumeContext:
+    lines: list[str] = []
+    critical: list[str] = []
+    for name in nodes:
+        node = slurm.nodes.get(name) if slurm is not None else None
+        if node is not None and node.reason:
+            who = f" by {node.reason_user}" if node.reason_user else ""
+            when = (
+                time.strftime(" at %Y-%m-%d %H:%M UTC", time.gmtime(node.reason_time_s))
+                if node.reason_time_s is not None
+                else ""
+            )
+            lines.append(f"{name} drained{who}{when}: {node.reason}")
+        own = sorted((p for p in problems.get(name, ()) if p.kind != "slurm"), key=lambda p: p.sort_key)
+        crit = [p for p in own if p.severity is Severity.CRIT]
+        if crit:
+            critical.append(name)
+        for problem in own[:MAX_PROBLEMS_SHOWN]:
+            lines.append(f"  {problem.severity.value.upper()} {problem.message}")
+        if len(own) > MAX_PROBLEMS_SHOWN:
+            lines.append(f"  and {len(own) - MAX_PROBLEMS_SHOWN} more problems")
+    return ResumeContext(tuple(lines), tuple(critical))

@@ -19,7 +19,7 @@ from gputop.clock import Clock
 from gputop.core.config import Config
 from gputop.core.metrics import HeatScale, Metric, heat_scales
 from gputop.core.models import SnapshotDelta
-from gputop.core.node_actions import NodeAction, reason_template
+from gputop.core.node_actions import MAX_REASON_CHARS, NodeAction, folded_reason, reason_template
 from gputop.core.safe_text import safe_block, safe_line
 from gputop.core.source_problems import problems_of
 from gputop.core.summary import ClusterView
@@ -402,12 +402,18 @@ class GputopApp(App[None]):
 
         if reason is None:
             reason = ""
-            if action == "drain" and len(nodes) == 1 and nodes[0] in view.rows:
-                row = view.rows[nodes[0]]
-                reason = reason_template(row.source, row.problems)
+            if action == "drain":
+                # each node's evidence; several nodes' folded into one reason
+                reason = folded_reason(
+                    {
+                        name: reason_template(view.rows[name].source, view.rows[name].problems)
+                        for name in nodes
+                        if name in view.rows
+                    }
+                )
         # The evidence may quote a node or a user (an Xid line, a job name): prefilled as it is shown, so
         # what goes to Slurm holds no control character either.
-        reason = safe_line(reason)
+        reason = safe_line(reason, MAX_REASON_CHARS)
         self.push_screen(
             NodeActionScreen(
                 action,
@@ -419,6 +425,7 @@ class GputopApp(App[None]):
                 audit_log=self.settings.config.audit_log,
                 reason=reason,
                 on_done=self._node_action_done,
+                problems={name: view.rows[name].problems for name in nodes if name in view.rows},
             )
         )
 

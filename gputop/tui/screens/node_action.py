@@ -1,5 +1,8 @@
 """The drain/resume dialog: the exact command, the nodes and the jobs it touches, a required reason, and
-Cancel focused, so nothing runs by accident. More than one node asks for the count to be typed.
+Cancel focused, so nothing runs by accident. More than one node asks for the count to be typed, and so does
+a resume of a node that still has critical problems; a resume shows why each node was drained and what is
+still wrong with it. All of it shows from the start, before a reason is typed (the command with a
+placeholder); keys typed while a button has the focus go to the reason.
 
 Nothing runs unless its intent can be recorded: an audit log that cannot be written is said at once and
 the run button stays off. Once the command is started the dialog stays until its outcome is known and on
@@ -8,9 +11,9 @@ of the nodes now."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 
-from textual import on, work
+from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
@@ -20,12 +23,15 @@ from textual.widgets import Button, Input, Static
 from gputop.actions.actor import Actor
 from gputop.actions.audit import AuditLog
 from gputop.actions.execute import ActionOutcome, execute
+from gputop.core.health import Problem
 from gputop.core.models import SlurmState
-from gputop.core.node_actions import NodeAction, NodeActionPlan, Refused, plan_node_action
+from gputop.core.node_actions import NodeAction, NodeActionPlan, Refused, plan_node_action, resume_context
+from gputop.core.nodeset import fold_nodes
 from gputop.core.safe_text import safe_block, safe_line
 
 MAX_JOBS_SHOWN = 8
 MAX_REASON_SHOWN = 1000
+REASON_PLACEHOLDER = "(type a reason)"
 
 
 class NodeActionScreen(ModalScreen[ActionOutcome | None]):
@@ -57,6 +63,7 @@ class NodeActionScreen(ModalScreen[ActionOutcome | None]):
         audit_log: str,
         reason: str = "",
         on_done: Callable[[ActionOutcome], None] | None = None,
+        problems: Mapping[str, Sequence[Problem]] | None = None,
     ) -> None:
         super().__init__()
         self.action_name = action
@@ -71,6 +78,10 @@ class NodeActionScreen(ModalScreen[ActionOutcome | None]):
         self.plan: NodeActionPlan | Refused = self._plan(reason)
         self.outcome: ActionOutcome | None = None
         self.running = False
+        self.context = resume_context(self.nodes, slurm, problems or {}) if action == "resume" else None
+        count = len(set(self.nodes))
+        # the count typed: for several nodes, and for a resume of a node that still has CRIT problems
+        self.count_asked = count > 1 or bool(self.context and self.context.still_critical)
 
     def _plan(self, reason: str) -> NodeActionPlan | Refused:
         plan = plan_node_action(self.action_name, self.nodes, self.cluster_nodes, reason, self.slurm)
@@ -86,11 +97,16 @@ class NodeActionScreen(ModalScreen[ActionOutcome | None]):
         with Vertical(id="dialog"):
             yield Static(f"{verb} {count} node{'s' if count != 1 else ''}", id="title")
             yield Static("", id="nodes", markup=False)
+            if self.context is not None and self.context.lines:
+                yield Static(safe_block("\n".join(self.context.lines)), id="context", markup=False)
             if self.action_name == "drain":
                 yield Static("Reason (required; Slurm shows it to whoever resumes the node):")
                 yield Input(self.initial_reason, id="reason")
-            if count > 1:
-                yield Static(f"Type {count} to confirm:")
+            if self.count_asked:
+                why = ""
+                if self.context is not None and self.context.still_critical:
+                    why = f"{fold_nodes(self.context.still_critical)} still has CRIT problems. "
+                yield Static(safe_line(f"{why}Type {count} to confirm:"), markup=False)
                 yield Input("", id="count", restrict=r"[0-9]*")
             yield Static("", id="command", markup=False)
             yield Static("", id="jobs", markup=False)
@@ -110,10 +126,21 @@ class NodeActionScreen(ModalScreen[ActionOutcome | None]):
         if isinstance(plan, Refused):
             refused.update(f"Refused: {safe_block(plan.reason)}")
             refused.add_class("shown")
-            self.query_one("#command", Static).update("")
             self.query_one("#run", Button).disabled = True
+            # what it would do, all the same: the reason is what is missing, not the targets
+            preview = plan_node_action(
+                self.action_name, self.nodes, self.cluster_nodes, REASON_PLACEHOLDER, self.slurm
+            )
+            if isinstance(preview, NodeActionPlan):
+                self._show_targets(preview)
+            else:
+                self.query_one("#command", Static).update("")
             return
         refused.remove_class("shown")
+        self._show_targets(plan)
+        self.query_one("#run", Button).disabled = not self._confirmed(plan)
+
+    def _show_targets(self, plan: NodeActionPlan) -> None:
         already = ""
         if plan.already:
             state = "drained or draining" if plan.action == "drain" else "not drained"
@@ -124,7 +151,6 @@ class NodeActionScreen(ModalScreen[ActionOutcome | None]):
             f"runs {safe_line(where)}:\n{safe_line(plan.command_line, 2 * MAX_REASON_SHOWN)}"
         )
         self.query_one("#jobs", Static).update(self._jobs_text(plan))
-        self.query_one("#run", Button).disabled = not self._confirmed(plan)
 
     @staticmethod
     def _jobs_text(plan: NodeActionPlan) -> str:
@@ -145,11 +171,29 @@ class NodeActionScreen(ModalScreen[ActionOutcome | None]):
     def _confirmed(self, plan: NodeActionPlan) -> bool:
         if self.outcome is not None:
             return False
-        if not plan.needs_count_typed:
+        if not self.count_asked:
             return True
         return self.query_one("#count", Input).value == str(len(plan.nodes))
 
     # -- events -----------------------------------------------------------------------------------------
+    def on_key(self, event: events.Key) -> None:
+        """A key typed while a button has the focus (Cancel has it at first): text goes to the reason,
+        as it was meant; with no reason to type, say why the key did nothing."""
+        if not event.is_printable or not isinstance(self.focused, Button) or self.running:
+            return
+        event.stop()
+        reasons = self.query("#reason")
+        if reasons and not reasons.first(Input).disabled:
+            reason = reasons.first(Input)
+            self.set_focus(reason)
+            reason.post_message(events.Key(event.key, event.character))
+            return
+        self.notify(
+            "nothing to type here: Tab moves between the buttons, Enter presses the one with the focus, "
+            "Esc cancels",
+            timeout=4,
+        )
+
     @on(Input.Changed, "#reason")
     def _reason_changed(self, event: Input.Changed) -> None:
         self.plan = self._plan(event.value)
