@@ -109,3 +109,29 @@ def test_subjects_keep_two_xids_on_one_gpu_and_two_ports_of_one_node_apart() -> 
         "n1/xid/GPU0/48",
         "n1/xid/GPU0/79",
     ]
+
+
+def test_an_alert_begins_when_its_event_did_not_when_gputop_first_saw_it() -> None:
+    """An Xid logged at 14:53 read by a gputop started at 15:08: the alert's age and the drain reason
+    built from it say 14:53, not 15:08."""
+    from gputop.core.config import Thresholds
+    from gputop.core.health import assess_node
+    from gputop.core.models import NodeSample, Reachability, XidEvent
+
+    logged_s, started_s = 1_800_000_000.0, 1_800_000_900.0  # 08:00, and gputop 15 minutes later
+    node = NodeSample(
+        "gpu007", Reachability.OK, started_s, (), 8, xid_events=(XidEvent(logged_s, 79, None, 4, "fell off"),)
+    )
+    problems = assess_node(node, None, Thresholds(), started_s)
+    (xid,) = [p for p in problems if p.kind == "xid"]
+    assert xid.since_s == logged_s
+    book = AlertBook()
+    alert = book.update(problems, started_s).alerts[xid_key_text(xid)]
+    assert alert.since_s == logged_s
+    assert alert_reason(alert).endswith("(since 2027-01-15 08:00 UTC)")
+    ahead = Problem(Severity.CRIT, "gpu008", 1, "xid", "GPU1 Xid 79", "79", started_s + 3600)
+    assert book.update([ahead], started_s).alerts[xid_key_text(ahead)].since_s == started_s, "never ahead"
+
+
+def xid_key_text(problem: Problem) -> str:
+    return AlertKey(problem.node, problem.kind, problem.gpu_index, problem.subject).text

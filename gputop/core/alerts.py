@@ -90,7 +90,7 @@ class AlertBook:
                 key,
                 problem.severity,
                 problem.message,
-                before.since_s if before is not None else now_s,
+                before.since_s if before is not None else _began(problem, now_s),
                 key in self._acknowledged,
                 self._silence(key, now_s),
             )
@@ -140,6 +140,12 @@ class AlertBook:
         alerts[text] = replace(alerts[text], **changes)  # type: ignore[arg-type]
         self.state = replace(self.state, alerts=alerts, new_crit=())
         return self.state
+
+
+def _began(problem: Problem, now_s: float) -> float:
+    """When an alert began: the source's own time for its event where it has one (never later than now:
+    a node's clock may run ahead), else now, when gputop first saw it."""
+    return now_s if problem.since_s is None else min(problem.since_s, now_s)
 
 
 def alert_reason(alert: Alert) -> str:

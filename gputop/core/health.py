@@ -60,8 +60,15 @@ def assess_node(
     found: list[Problem] = []
     name = node.name
 
-    def add(severity: Severity, gpu: int | None, kind: str, message: str, subject: str = "") -> None:
-        found.append(Problem(severity, name, gpu, kind, message, subject))
+    def add(
+        severity: Severity,
+        gpu: int | None,
+        kind: str,
+        message: str,
+        subject: str = "",
+        since_s: float | None = None,
+    ) -> None:
+        found.append(Problem(severity, name, gpu, kind, message, subject, since_s))
 
     if node.reachability is not Reachability.OK:
         if node.error:
@@ -71,7 +78,14 @@ def assess_node(
         else:
             reason = "no answer"
         severity = Severity.CRIT if node.reachability is Reachability.DOWN else Severity.WARN
-        add(severity, None, node.reachability.value, f"{node.reachability.value}: {reason}")
+        add(
+            severity,
+            None,
+            node.reachability.value,
+            f"{node.reachability.value}: {reason}",
+            "",
+            node.sampled_at_s,
+        )
 
     elif node.error:
         # Still answering (the last data is fresh) but something on the node is broken right now.
@@ -95,7 +109,8 @@ def assess_node(
     for event in node.xid_events:
         severity, meaning = xid_meaning(event.code)
         where = f"GPU{event.gpu_index} " if event.gpu_index is not None else ""
-        add(severity, event.gpu_index, "xid", f"{where}Xid {event.code}: {meaning}", str(event.code))
+        message = f"{where}Xid {event.code}: {meaning}"
+        add(severity, event.gpu_index, "xid", message, str(event.code), event.time_s)
 
     for port in _ports_down(node.ib_ports):
         add(Severity.CRIT, None, "ib", f"{port.label} {port.state}", port.label)
@@ -103,7 +118,7 @@ def assess_node(
     if slurm is not None:
         if slurm.drained or slurm.draining:
             reason = f": {slurm.reason}" if slurm.reason else ""
-            add(Severity.WARN, None, "slurm", f"{slurm.label}{reason}")
+            add(Severity.WARN, None, "slurm", f"{slurm.label}{reason}", "", slurm.reason_time_s)
         elif "NOT_RESPONDING" in slurm.flags:
             add(Severity.CRIT, None, "slurm", f"Slurm: not responding ({slurm.label})")
         elif slurm.base_state.value == "down":

@@ -19,6 +19,9 @@ class Problem:
     # what, within its node, kind and GPU, this problem is about, where there can be several: the Xid
     # code, the IB port, the job; with the others it names one alert that lasts while its words change
     subject: str = ""
+    # when it began, where the source says (the Xid's kernel log time, when the drain reason was set, the
+    # last data of a node gone quiet); None: gputop's first sight of it is all there is
+    since_s: float | None = None
 
     @property
     def sort_key(self) -> tuple[int, str, int]:
