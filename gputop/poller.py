@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from gputop.clock import Clock
-from gputop.core.alerts import AlertBook
+from gputop.core.alerts import AlertBook, FirstLook
 from gputop.core.config import PollConfig, Thresholds
 from gputop.core.health import format_age
 from gputop.core.health_tracker import HealthTracker
@@ -73,6 +73,7 @@ class Poller:
         # idleness, so a pause is never mistaken for a GPU sitting idle.
         self.interconnect_tracker = InterconnectTracker()
         self.alert_book = AlertBook()
+        self.first_look = FirstLook()
         self.health_tracker = HealthTracker(thresholds)
         self.idle_tracker = IdleTracker(
             thresholds.idle_util_pct, thresholds.idle_minutes, max_step_s=max(60.0, 2 * poll.interval_s)
@@ -185,7 +186,8 @@ class Poller:
             await yield_to_ui()
         jobs = job_rows(snapshot, idle, previous.jobs if previous is not None else None)
         await yield_to_ui()
-        alerts = self.alert_book.update((p for row in rows.values() for p in row.problems), now_s)
+        settling = self.first_look.settling(snapshot.nodes, now_s)
+        alerts = self.alert_book.update((p for row in rows.values() for p in row.problems), now_s, settling)
         view = ClusterView(
             snapshot=snapshot,
             rows=rows,

@@ -135,3 +135,20 @@ def test_an_alert_begins_when_its_event_did_not_when_gputop_first_saw_it() -> No
 
 def xid_key_text(problem: Problem) -> str:
     return AlertKey(problem.node, problem.kind, problem.gpu_index, problem.subject).text
+
+
+def test_a_node_is_heard_in_full_once_its_first_facts_are_read_or_after_a_while() -> None:
+    from gputop.core.alerts import SETTLE_S, FirstLook
+    from gputop.core.models import NodeSample, Reachability
+
+    look = FirstLook()
+    quiet = NodeSample("gpu001", Reachability.OK, 0.0, (), 8)  # metrics, no facts yet
+    told = NodeSample("gpu002", Reachability.OK, 0.0, (), 8, facts={"topology": object()})
+    never = NodeSample("gpu003", Reachability.DOWN, None)
+    assert look.settling([quiet, told, never], 0.0) == {"gpu001", "gpu002", "gpu003"}
+    # gpu002's facts came in that tick: from the next one on, what it reports is news
+    assert look.settling([quiet, told, never], 1.0) == {"gpu001", "gpu003"}
+    assert look.settling([quiet, told, never], SETTLE_S + 1.0) == {"gpu001", "gpu003"}
+    assert look.settling([quiet, told, never], SETTLE_S + 2.0) == {"gpu003"}, "answered long enough"
+    new = NodeSample("gpu004", Reachability.OK, 5.0, (), 8)
+    assert "gpu004" in look.settling([quiet, told, never, new], SETTLE_S + 3.0), "a node added later"

@@ -598,3 +598,47 @@ async def test_a_stream_that_falls_silent_says_so_before_the_node_turns_stale(fl
         nodes = await wait_for(source, lambda ns: "printed nothing since" in (ns[name].error or ""), 5)
         assert (nodes[name].error or "").endswith("UTC (the SSH connection is open)")
         assert nodes[name].reachability is Reachability.OK, "said before the node turns stale"
+
+
+async def test_what_the_first_slow_facts_report_is_not_news_but_what_comes_later_is(fleet: Fleet) -> None:
+    """The Xid log and IB ports are read seconds after a node's first metrics: the CRITs they bring were
+    there before gputop started, and were announced as a burst of new CRITs at every start."""
+    from gputop.clock import SystemClock
+    from gputop.poller import Poller
+
+    config = fast(load_config(fleet.config_path))
+    source = SshSource(cluster_of(config), config.poll, time.time)
+    poller = Poller(
+        cluster="fleet",
+        sources=[source],
+        clock=SystemClock(),
+        poll=config.poll,
+        thresholds=config.thresholds,
+        on_view=lambda view, delta: None,
+    )
+    xid_node = incident(fleet, "ecc_xid")
+    news: list[str] = []
+    async with started(source):
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            view = await poller.tick()
+            assert view.alerts is not None
+            news += [f"{a.node}: {a.message}" for a in view.alerts.new_crit]
+            if any(p.kind == "xid" for p in view.rows[xid_node].problems):
+                break
+            await asyncio.sleep(0.2)
+        else:
+            raise AssertionError("the Xid node's Xid never showed")
+        assert not [n for n in news if "Xid" in n], news
+        healthy = next(n for n in answering(fleet) if n != xid_node)
+        fleet.faults.set(healthy, Fault.FALLEN_OFF_BUS)
+        source.refresh()
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            view = await poller.tick()
+            assert view.alerts is not None
+            news += [f"{a.node}: {a.message}" for a in view.alerts.new_crit]
+            if any(n.startswith(f"{healthy}: ") for n in news):
+                break
+            await asyncio.sleep(0.2)
+        assert any(n.startswith(f"{healthy}: ") for n in news), f"what happens later is news: {news}"

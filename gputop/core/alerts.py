@@ -15,12 +15,12 @@ before anyone was watching. Pure: times come from the caller.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 from gputop.core.health import Problem
-from gputop.core.models import Severity
+from gputop.core.models import NodeSample, Severity
 
 
 class AlertKey(NamedTuple):
@@ -75,7 +75,9 @@ class AlertBook:
     _silenced_until_s: dict[AlertKey, float] = field(default_factory=dict)
     _primed: bool = False  # an update has happened: later CRITs are news
 
-    def update(self, problems: Iterable[Problem], now_s: float) -> AlertState:
+    def update(self, problems: Iterable[Problem], now_s: float, settling: Collection[str] = ()) -> AlertState:
+        """``settling``: nodes not yet heard in full (`FirstLook`): what they report now was already
+        wrong when gputop started, not news."""
         old = self.state.alerts
         alerts: dict[str, Alert] = {}
         new_crit: list[Alert] = []
@@ -101,7 +103,11 @@ class AlertBook:
                 new_crit.append(alert)
         # an acknowledgement holds while its problem lasts; a silence until its time
         self._acknowledged &= {a.key for a in alerts.values()}
-        news = tuple(a for a in new_crit if alerts[a.key.text] is a) if self._primed else ()
+        news = (
+            tuple(a for a in new_crit if alerts[a.key.text] is a and a.key.node not in settling)
+            if self._primed
+            else ()
+        )
         self._primed = True
         self.state = AlertState(alerts, news, now_s)
         return self.state
@@ -140,6 +146,41 @@ class AlertBook:
         alerts[text] = replace(alerts[text], **changes)  # type: ignore[arg-type]
         self.state = replace(self.state, alerts=alerts, new_crit=())
         return self.state
+
+
+# A node whose source has no slow facts (NVML) is heard in full once it has answered this long.
+SETTLE_S = 30.0
+
+
+class FirstLook:
+    """Which nodes gputop has heard in full. Over SSH a node's first metrics come at once and its slow
+    facts (the Xid log, the IB ports) a few seconds later: the CRITs those bring were there before gputop
+    started, and announcing them as new would be a burst of false news at every start. A node is heard in
+    full once its first facts are read, or once it has answered for SETTLE_S."""
+
+    def __init__(self) -> None:
+        self._pending: set[str] = set()
+        self._known = 0  # how many nodes the last snapshot had: a new one is pending too
+        self._settled: set[str] = set()
+        self._answering_since: dict[str, float] = {}
+
+    def settling(self, nodes: Sequence[NodeSample], now_s: float) -> frozenset[str]:
+        """The nodes not heard in full before this tick; then notes which are after it."""
+        if len(nodes) != self._known:
+            self._known = len(nodes)
+            self._pending |= {node.name for node in nodes} - self._settled
+        if not self._pending:
+            return frozenset()
+        settling = frozenset(self._pending)
+        for node in nodes:
+            if node.name not in settling or node.sampled_at_s is None:
+                continue
+            since = self._answering_since.setdefault(node.name, now_s)
+            if node.facts or node.fact_errors or now_s - since >= SETTLE_S:
+                self._pending.discard(node.name)
+                self._settled.add(node.name)
+                self._answering_since.pop(node.name, None)
+        return settling
 
 
 def _began(problem: Problem, now_s: float) -> float:
