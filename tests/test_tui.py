@@ -372,3 +372,28 @@ async def test_the_data_keeps_flowing_under_help_the_palette_and_a_dialog() -> N
             assert shown is not None and shown.snapshot.taken_at_s >= view.snapshot.taken_at_s, opening
             await pilot.press("escape")
             await pilot.pause(0.2)
+
+
+async def test_a_down_nodes_last_readings_are_dim_and_sort_as_unknown() -> None:
+    from gputop.core.models import Reachability
+    from gputop.tui.widgets.node_table import NodeTable
+
+    app = demo_app()
+    async with app.run_test(size=(160, 45)) as pilot:
+        await wait_for_data(pilot)
+        app.clock.advance(120.0)  # type: ignore[attr-defined]  # the demo's silent node is down by now
+        view = await app.poller.tick()
+        await pilot.pause(0.2)
+        down = [name for name, row in view.rows.items() if row.reachability is Reachability.DOWN]
+        assert down, "the demo has a node that stops answering"
+        table = app.screen.query_one(NodeTable)
+        for reverse in (True, False):
+            table.sort_by("util", reverse=reverse)
+            await pilot.pause()
+            assert table.order[-len(down) :] == sorted(down), "unknown now: last, whichever the direction"
+        index = table.order.index(down[0])
+        table.cursor_name = table.order[0]
+        strip = table._build_row(index)
+        palette = app.palette
+        styles = [segment.style for segment in strip if segment.text.strip()]
+        assert palette.dim in styles, "its last readings are drawn dim"

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 from textual.binding import BindingType
@@ -60,6 +61,12 @@ def _problem_cell(row: NodeRow, _t: Thresholds) -> Cell:
 
 SEVERITY_ORDER = {Severity.CRIT: 0, Severity.WARN: 1, Severity.OK: 2}
 
+
+def _known(value: Callable[[NodeRow], float | None]) -> Callable[[NodeRow], tuple[bool, Any]]:
+    """A reading's sort key: a node that stopped answering sorts as unknown, not by its last values."""
+    return lambda r: none_last(None if r.reachability is Reachability.DOWN else value(r))
+
+
 COLUMNS: tuple[Column, ...] = (
     Column("name", "Node", 10, False, lambda r: natural_key(r.name), lambda r, t: (r.name, None)),
     Column("state", "State", 6, False, lambda r: r.reachability.value, _state_cell),
@@ -69,21 +76,29 @@ COLUMNS: tuple[Column, ...] = (
         "Util",
         5,
         True,
-        lambda r: none_last(r.util_mean_pct),
+        _known(lambda r: r.util_mean_pct),
         lambda r, t: (fmt.pct(r.util_mean_pct), None),
+        measured=True,
     ),
     Column(
         "util_max",
         "Max",
         5,
         True,
-        lambda r: none_last(r.util_max_pct),
+        _known(lambda r: r.util_max_pct),
         lambda r, t: (fmt.pct(r.util_max_pct), None),
+        measured=True,
     ),
-    Column("temp", "Temp", 5, True, lambda r: none_last(r.temp_max_c), _temp_cell),
-    Column("mem", "Memory", 10, True, lambda r: none_last(r.mem_pct), _mem_cell),
+    Column("temp", "Temp", 5, True, _known(lambda r: r.temp_max_c), _temp_cell, measured=True),
+    Column("mem", "Memory", 10, True, _known(lambda r: r.mem_pct), _mem_cell, measured=True),
     Column(
-        "power", "Power", 7, True, lambda r: none_last(r.power_w), lambda r, t: (fmt.power(r.power_w), None)
+        "power",
+        "Power",
+        7,
+        True,
+        _known(lambda r: r.power_w),
+        lambda r, t: (fmt.power(r.power_w), None),
+        measured=True,
     ),
     Column("slurm", "Slurm", 12, False, lambda r: r.slurm_state or "", _slurm_cell),
     Column(
@@ -130,6 +145,9 @@ class NodeTable(VirtualTable):
     def set_filter(self, node_filter: NodeFilter | None) -> None:
         self.node_filter = node_filter
         self.set_row_filter(node_filter)
+
+    def row_dimmed(self, row: Any) -> bool:
+        return bool(row.reachability is Reachability.DOWN)
 
     def row_selected(self, key: str) -> None:
         self.post_message(NodeSelected(key))

@@ -40,6 +40,9 @@ class Column:
     right: bool
     sort_key: Callable[[Any], Any] | None  # None: the table's `ordered_keys` sorts by this column itself
     cell: Callable[[Any, Any], Cell]  # (row, the table's cell context) -> text and severity
+    # A reading (utilization, temperature...): dim on a row the table calls stale (`row_dimmed`), and
+    # sorted last, either way, where unknown (its sort key is `none_last`'s).
+    measured: bool = False
 
 
 def none_last(value: Any) -> tuple[bool, Any]:
@@ -93,6 +96,10 @@ class VirtualTable(ScrollView, can_focus=True):
     def row_opened(self, key: str) -> None:
         """The user asked to open ``key`` (Enter, double click)."""
 
+    def row_dimmed(self, row: Any) -> bool:
+        """Whether ``row``'s readings are old (a node that stopped answering): shown dim."""
+        return False
+
     def row_key(self, row: Any) -> str:
         """The key ``row`` has in the mapping given to `set_rows`: by default the first column's text
         (a node's name, a job's id)."""
@@ -102,6 +109,9 @@ class VirtualTable(ScrollView, can_focus=True):
         """The keys of the rows the filter kept, in the order shown. A subclass whose core module sorts its
         rows (the queue) hands over to it."""
         ordered = sorted(rows, key=column.sort_key, reverse=reverse)
+        if reverse and column.measured and column.sort_key is not None:
+            key = column.sort_key  # none_last's (unknown, value): unknown last in this order too
+            ordered = [r for r in ordered if not key(r)[0]] + [r for r in ordered if key(r)[0]]
         return [self.row_key(r) for r in ordered]
 
     # -- data in ------------------------------------------------------------------------------------------
@@ -295,6 +305,7 @@ class VirtualTable(ScrollView, can_focus=True):
         is_cursor = key == self.cursor_name
         base = palette.cursor if is_cursor else palette.text
         first = self.COLUMNS[0].key
+        dimmed = self.row_dimmed(row)
         segments: list[Segment] = []
         for column, col_width in self._layout(width):
             text, severity = column.cell(row, self.cell_context)
@@ -305,6 +316,8 @@ class VirtualTable(ScrollView, can_focus=True):
             text = text[:col_width]
             text = text.rjust(col_width) if column.right else text.ljust(col_width)
             style = base if severity is None else self._severity_style(palette, severity, is_cursor)
+            if dimmed and column.measured and not is_cursor:
+                style = palette.dim
             segments.append(Segment(text, style))
             segments.append(Segment(" ", base))
         return line_strip(segments, width, base)
