@@ -223,6 +223,8 @@ def test_filter_nodeset_term() -> None:
         ("temp>hot", "compares with a number"),
         ("colour=red", "unknown field"),
         ("state>1", "takes = or !="),
+        ("temp>", "a value must follow >"),  # half typed: not a name search that empties the table
+        ("slurm=", "a value must follow ="),
         ("gpu[001-", "not a node set"),
     ],
 )

@@ -153,6 +153,23 @@ async def test_keys_typed_in_one_burst_after_slash_all_reach_the_filter() -> Non
         assert table.order and all((view.rows[n].temp_max_c or 0) > 75 for n in table.order)
 
 
+async def test_a_burst_ending_in_enter_applies_the_whole_filter_and_keeps_it_shown() -> None:
+    """``/temp>85`` + Enter in one read: Enter (an input binding, run at once) submitted the empty filter
+    before the characters handed on from the table arrived, so the filter bar closed on a filter that
+    then applied unseen."""
+    app = demo_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for_data(pilot)
+        send_burst(app, "/temp>85\r")
+        await pilot.pause(0.2)
+        await pilot.pause()
+        screen = app.screen
+        assert screen.query_one("#filter", Input).value == "temp>85"
+        assert screen.query_one("#filter-bar").has_class("active")
+        assert str(screen.query_one("#filter-count").render()).startswith("showing ")
+        assert isinstance(app.focused, NodeTable)
+
+
 async def test_the_maps_bracket_follows_the_table_cursor_as_soon_as_a_filter_moves_it() -> None:
     app = demo_app()
     async with app.run_test(size=SIZE) as pilot:

@@ -154,3 +154,45 @@ async def test_the_demos_pcie_and_row_remapping_incidents_are_alerts_and_drain_f
         assert dialog.query_one("#reason", Input).value.startswith(
             "GPU6 row remapping pending: reset the GPU"
         )
+
+
+async def test_a_long_node_name_is_shown_whole() -> None:
+    """Site node names run past ten characters: 'dgx-h100-rack12-n07' was cut to 'dgx-h100-r'."""
+    from gputop.clock import FrozenClock
+    from gputop.core.config import Config
+    from gputop.core.models import GpuSample, NodeSample, Reachability, SourceResult
+    from gputop.tui.app import AppSettings, GputopApp
+    from tests.tui_helpers import FROZEN_EPOCH_S
+
+    name = "dgx-h100-rack12-n07"
+
+    class OneNode:
+        name = "one"
+
+        async def start(self) -> None:
+            return None
+
+        async def collect(self, now_s: float) -> SourceResult:
+            gpu = GpuSample(
+                *(0, "GPU-0", "NVIDIA H100 80GB HBM3", "00000000:18:00.0", 50.0, 20.0, 4096.0, 81559.0),
+                *(40.0, 300.0, 700.0, 1980.0, 1980.0, 0, False),
+            )
+            return SourceResult(nodes=(NodeSample(name, Reachability.OK, now_s, (gpu,), 8),))
+
+        async def close(self) -> None:
+            return None
+
+    settings = AppSettings(
+        config=Config.default(),
+        cluster_name="lab",
+        sources=[OneNode()],  # type: ignore[list-item]
+        clock=FrozenClock(FROZEN_EPOCH_S),
+        freeze_gc=False,
+    )
+    app = GputopApp(settings)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for_data(pilot)
+        screen = await open_alerts(pilot)
+        table = screen.query_one(AlertTable)
+        row = "".join(segment.text for segment in table._build_row(0))
+        assert row.startswith(f"{name} CRIT"), row

@@ -94,6 +94,10 @@ async def wait(pilot: object, check: object, what: str, tries: int = 150) -> Non
 async def run_dialog(pilot: object, app: GputopApp) -> None:
     dialog = app.screen
     assert isinstance(dialog, NodeActionScreen)
+    counts = dialog.query("#count")
+    if counts:  # several nodes, or a resume of a node with CRIT problems (these have no GPU source)
+        counts.first(Input).value = str(len(set(dialog.nodes)))
+        await pilot.pause()  # type: ignore[attr-defined]
     dialog.query_one("#run", Button).press()
     await wait(pilot, lambda: dialog.outcome is not None, "the action's outcome")
     assert dialog.outcome is not None and dialog.outcome.ok, dialog.outcome
@@ -162,6 +166,8 @@ async def test_an_unknown_node_is_refused_in_the_dialog_and_scontrol_errors_are_
         await pilot.pause()
         dialog = app.screen
         assert isinstance(dialog, NodeActionScreen)
+        dialog.query_one("#count", Input).value = "1"  # it has no GPU source here: down, so CRIT
+        await pilot.pause()
         dialog.query_one("#run", Button).press()
         await wait(pilot, lambda: dialog.outcome is not None, "the outcome")
         assert dialog.outcome is not None and dialog.outcome.exit_status == 1

@@ -41,9 +41,11 @@ async def wait_for_data(pilot: Pilot[None]) -> None:
 
 def send_burst(app: App[None], text: str) -> None:
     """Every character of ``text`` queued at once, as a terminal delivers a paste or keys that came in
-    one packet over a slow link (``Pilot.press`` instead waits for the app to go idle after each)."""
+    one packet over a slow link (``Pilot.press`` instead waits for the app to go idle after each); ``\r``
+    is Enter."""
     assert app._driver is not None
     for char in text:
-        key = events.Key(char if char.isalnum() else _character_to_key(char), char)
+        name = "enter" if char == "\r" else char if char.isalnum() else _character_to_key(char)
+        key = events.Key(name, char)
         key.set_sender(app)
         app._driver.send_message(key)

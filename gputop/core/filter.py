@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # summary imports the job rows, whose filter uses this module
 Predicate = Callable[["NodeRow"], bool]
 
 COMPARISON = re.compile(r"^(?P<field>[a-z_]+)\s*(?P<op>>=|<=|!=|=|>|<)\s*(?P<value>.+)$")
+DANGLING = re.compile(r"^(?P<field>[a-z_]+)\s*(?P<op>>=|<=|!=|=|>|<)\s*$")
 OPERATORS: dict[str, Callable[[float, float], bool]] = {
     ">": operator.gt,
     ">=": operator.ge,
@@ -84,6 +85,10 @@ def _term(term: str) -> Predicate:
     if term.lower() == "idle":
         return lambda row: row.idle_gpu_count > 0
     match = COMPARISON.match(term.lower())
+    dangling = DANGLING.match(term.lower())
+    if dangling and dangling["field"] in (*NUMERIC_FIELDS, *TEXT_FIELDS, "kind"):
+        # 'temp>' half typed: a name search for 'temp>' would empty the table
+        raise FilterError(f"'{term}': a value must follow {dangling['op']}")
     if match:
         return _comparison(term, match["field"], match["op"], match["value"])
     if "[" in term:

@@ -1530,6 +1530,7 @@ class SimulatedCluster:
                 start_time_s=job.start_s,
                 time_limit_s=job.limit_s,
                 pending_reason=job.reason if job.start_s is None else None,
+                gpus_requested=job.gpu_count,  # as squeue's TRES request tells it, pending jobs too
             )
         return job.slurm
 

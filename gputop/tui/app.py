@@ -32,6 +32,7 @@ from gputop.tui.palette import Palette, PaletteCache
 from gputop.tui.screens.dashboard import DashboardScreen
 from gputop.tui.stopping import Stopping
 from gputop.tui.strips import patch_strip_divide, patch_strip_render
+from gputop.tui.typed_keys import type_into
 from gputop.tui.widgets.cluster_map import ClusterMap
 from gputop.tui.widgets.node_table import NodeTable
 from gputop.tui.widgets.status_header import StatusHeader
@@ -71,9 +72,9 @@ class GputopApp(App[None]):
     TITLE = "gputop"
     COMMANDS = App.COMMANDS | {GputopCommands}
     BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("question_mark", "help", "Help"),  # first: a new user's way in, kept on a narrow footer
         Binding("q", "quit", "Quit"),
-        Binding("question_mark", "help", "Help"),
-        Binding("t", "cycle_theme", "Theme"),
+        Binding("t", "cycle_theme", "Theme", show=False),
         Binding("r", "refresh", "Refresh now"),
         Binding("ctrl+p", "command_palette", "Commands", show=False),
     ]
@@ -186,11 +187,11 @@ class GputopApp(App[None]):
         """Keys typed fast after ``/`` (or pasted, or sent in one packet over a slow link) are handed to
         the table before ``/`` moves the focus to the filter, and would be lost there. An input takes
         every printable key it is given, so one that reaches the app while an input has the focus was
-        meant for that input: it goes there, in the order typed."""
+        meant for that input: it goes there now, so that an Enter typed after it finds it there."""
         focused = self.focused
-        if isinstance(focused, Input) and event.is_printable:
+        if isinstance(focused, Input) and event.is_printable and event.character is not None:
             event.stop()
-            focused.post_message(events.Key(event.key, event.character))
+            type_into(focused, event.character)
 
     @staticmethod
     def _preload_screens() -> None:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from gputop.core.alerts import Alert, alert_reason
 from gputop.core.health import format_age
@@ -17,6 +17,7 @@ from gputop.core.safe_text import safe_line
 from gputop.core.summary import ClusterView
 from gputop.tui.screens.base import GputopScreen
 from gputop.tui.widgets.alert_table import AlertOpened, AlertSelected, AlertTable
+from gputop.tui.widgets.footer import GputopFooter
 from gputop.tui.widgets.status_header import StatusHeader
 
 if TYPE_CHECKING:
@@ -41,7 +42,7 @@ class AlertsScreen(GputopScreen):
         yield self.gputop.status_header()
         yield Static("", id="alert-line", markup=False)
         yield AlertTable(id="alerts")
-        yield Footer()
+        yield GputopFooter()
 
     def on_mount(self) -> None:
         self.query_one(AlertTable).focus()

@@ -8,9 +8,9 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
-from textual.widgets import Footer, Input, Static
+from textual.widgets import Input, Static
 
-from gputop.core.filter import FilterError, parse_filter
+from gputop.core.filter import FilterError, NodeFilter, parse_filter
 from gputop.core.metrics import Metric
 from gputop.core.models import SnapshotDelta
 from gputop.core.safe_text import safe_line
@@ -18,6 +18,7 @@ from gputop.core.summary import ClusterView
 from gputop.tui.messages import NodeOpened, NodeSelected
 from gputop.tui.screens.base import GputopScreen
 from gputop.tui.widgets.cluster_map import ClusterMap
+from gputop.tui.widgets.footer import GputopFooter
 from gputop.tui.widgets.node_table import NodeTable
 from gputop.tui.widgets.status_header import StatusHeader
 
@@ -47,7 +48,14 @@ class DashboardScreen(GputopScreen):
     #filter { border: none; height: 1; padding: 0 1; background: $boost; }
     #filter-error { height: auto; color: $error; padding: 0 1; display: none; }
     #filter-error.shown { display: block; }
+    #filter-count { height: 1; padding: 0 1; color: $text-muted; }
     """
+
+    # The filter applies as it is typed; the one last applied with Enter is what a filter that does not
+    # parse falls back to, so that a typo never leaves the table on a half-typed filter.
+    _committed_text = ""
+    _committed_filter: NodeFilter | None = None
+    _count_text = ""
 
     def compose(self) -> ComposeResult:
         app = self.gputop
@@ -58,8 +66,9 @@ class DashboardScreen(GputopScreen):
                 placeholder="filter: name, state, temp>85, util<5, slurm=drain, gpu[001-016] ...", id="filter"
             )
             yield Static("", id="filter-error", markup=False)
+            yield Static("", id="filter-count", markup=False)
         yield NodeTable(thresholds=app.settings.config.thresholds, id="nodes")
-        yield Footer()
+        yield GputopFooter()
 
     def on_mount(self) -> None:
         self.query_one(NodeTable).focus()
@@ -76,6 +85,7 @@ class DashboardScreen(GputopScreen):
         self.query_one(ClusterMap).apply_view(view)
         self._map_follows_table()
         self.query_one(StatusHeader).apply_view(view)
+        self._show_count()
 
     def _map_follows_table(self) -> None:
         """The map dims what the table's filter leaves out and brackets the table's cursor node: after
@@ -149,27 +159,46 @@ class DashboardScreen(GputopScreen):
         filter_input = self.query_one("#filter", Input)
         filter_input.value = ""
         self.apply_filter("")
+        self._commit_filter("")
         self.query_one("#filter-bar").remove_class("active")
         self.set_focus(self.query_one(NodeTable))
 
     def apply_filter(self, text: str) -> bool:
-        """Filter the table and dim the map; returns False (and says why) on a bad expression."""
-        table = self.query_one(NodeTable)
-        if not text.strip():
-            table.set_filter(None)
-            self.query_one(ClusterMap).set_filter(None)
-            self._map_follows_table()
-            self._show_filter_error("")
-            return True
+        """Filter the table and dim the map; returns False (and says why) on a bad expression, and the
+        table goes back to the filter last applied with Enter."""
         try:
-            node_filter = parse_filter(text)
+            node_filter = parse_filter(text) if text.strip() else None
         except FilterError as err:
-            self._show_filter_error(str(err))
+            self._set_table_filter(self._committed_filter)
+            kept = f"the filter '{self._committed_text}'" if self._committed_filter else "every node"
+            self._show_filter_error(f"{err}: not applied; the table shows {kept}")
             return False
         self._show_filter_error("")
-        table.set_filter(node_filter)
-        self._map_follows_table()
+        self._set_table_filter(node_filter)
         return True
+
+    def _commit_filter(self, text: str) -> None:
+        self._committed_text = text.strip()
+        self._committed_filter = self.query_one(NodeTable).node_filter
+
+    def _set_table_filter(self, node_filter: NodeFilter | None) -> None:
+        table = self.query_one(NodeTable)
+        if node_filter is not table.node_filter:
+            table.set_filter(node_filter)
+            if node_filter is None:
+                self.query_one(ClusterMap).set_filter(None)
+            self._map_follows_table()
+        self._show_count()
+
+    def _show_count(self) -> None:
+        table = self.query_one(NodeTable)
+        counted = self.query_one("#filter-count", Static)
+        total = len(table._rows)
+        shown = len(table.order)
+        text = f"showing {shown} of {total} nodes" if table.node_filter is not None else ""
+        if text != self._count_text:  # every tick calls this: repaint only a change
+            self._count_text = text
+            counted.update(text)
 
     def _show_filter_error(self, message: str) -> None:
         error = self.query_one("#filter-error", Static)
@@ -183,6 +212,7 @@ class DashboardScreen(GputopScreen):
     @on(Input.Submitted, "#filter")
     def _filter_submitted(self, event: Input.Submitted) -> None:
         if self.apply_filter(event.value):
+            self._commit_filter(event.value)
             if not event.value.strip():
                 self.query_one("#filter-bar").remove_class("active")
             self.set_focus(self.query_one(NodeTable))

@@ -11,7 +11,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from gputop.core.config import Thresholds
 from gputop.core.health import format_age
@@ -26,6 +26,7 @@ from gputop.tui.screens.base import GputopScreen
 from gputop.tui.screens.mig_action import MigActionScreen
 from gputop.tui.screens.mig_dialog import MigRepartitionScreen
 from gputop.tui.screens.mig_mode_dialog import MigModeScreen
+from gputop.tui.widgets.footer import GputopFooter
 from gputop.tui.widgets.mig_pane import MigPane
 from gputop.tui.widgets.status_header import StatusHeader
 from gputop.tui.widgets.topology_pane import TopologyPane
@@ -231,7 +232,7 @@ class NodeScreen(GputopScreen):
             yield Static("", id="details-text", markup=False)
             yield MigPane(id="mig")
             yield TopologyPane(id="topology")
-        yield Footer()
+        yield GputopFooter()
 
     def on_mount(self) -> None:
         self.query_one("#gpus", DataTable).focus()
@@ -300,7 +301,15 @@ class NodeScreen(GputopScreen):
     def _update_title(self, node: NodeSample, row: NodeRow, palette: Palette) -> None:
         title = Text(no_wrap=True, overflow="ellipsis")
         title.append(safe_line(node.name), style="bold")
-        title.append(f"  {node.reachability.value}", palette.severity[row.severity])
+        # whether it answers, and (apart) how it is: "ok" beside three CRIT problems read as all well
+        answering = {"ok": "answering", "stale": "stale", "down": "down"}[node.reachability.value]
+        reach_severity = {"ok": Severity.OK, "stale": Severity.WARN, "down": Severity.CRIT}
+        title.append(f"  {answering}", palette.severity[reach_severity[node.reachability.value]])
+        count = len(row.problems)
+        verdict = f"{row.severity.value.upper()}" + (
+            f" ({count} problem{'s' * (count != 1)})" if count else ""
+        )
+        title.append(f"  {verdict}", palette.severity[row.severity])
         title.append(f"  GPUs {row.gpu_count}", palette.text)
         if row.expected_gpu_count is not None:
             title.append(f"/{row.expected_gpu_count}")

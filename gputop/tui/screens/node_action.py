@@ -28,6 +28,7 @@ from gputop.core.models import SlurmState
 from gputop.core.node_actions import NodeAction, NodeActionPlan, Refused, plan_node_action, resume_context
 from gputop.core.nodeset import fold_nodes
 from gputop.core.safe_text import safe_block, safe_line
+from gputop.tui.typed_keys import type_into
 
 MAX_JOBS_SHOWN = 8
 MAX_REASON_SHOWN = 1000
@@ -101,7 +102,7 @@ class NodeActionScreen(ModalScreen[ActionOutcome | None]):
                 yield Static(safe_block("\n".join(self.context.lines)), id="context", markup=False)
             if self.action_name == "drain":
                 yield Static("Reason (required; Slurm shows it to whoever resumes the node):")
-                yield Input(self.initial_reason, id="reason")
+                yield Input(self.initial_reason, id="reason", select_on_focus=False)
             if self.count_asked:
                 why = ""
                 if self.context is not None and self.context.still_critical:
@@ -179,14 +180,18 @@ class NodeActionScreen(ModalScreen[ActionOutcome | None]):
     def on_key(self, event: events.Key) -> None:
         """A key typed while a button has the focus (Cancel has it at first): text goes to the reason,
         as it was meant; with no reason to type, say why the key did nothing."""
-        if not event.is_printable or not isinstance(self.focused, Button) or self.running:
+        if not event.is_printable or event.character is None or self.running:
+            return
+        if not isinstance(self.focused, Button):  # the reason or the count takes its own keys
             return
         event.stop()
         reasons = self.query("#reason")
         if reasons and not reasons.first(Input).disabled:
             reason = reasons.first(Input)
+            if reason.value == self.initial_reason:
+                reason.value = ""  # typing starts a reason of one's own, as typing over a selection does
             self.set_focus(reason)
-            reason.post_message(events.Key(event.key, event.character))
+            type_into(reason, event.character)
             return
         self.notify(
             "nothing to type here: Tab moves between the buttons, Enter presses the one with the focus, "

@@ -9,7 +9,7 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
-from textual.widgets import Footer, Input, Static
+from textual.widgets import Input, Static
 
 from gputop.core.filter import FilterError
 from gputop.core.idle import IdleState
@@ -20,6 +20,7 @@ from gputop.core.safe_text import safe_line
 from gputop.core.summary import ClusterView
 from gputop.tui.screens.base import GputopScreen
 from gputop.tui.widgets.cluster_map import ClusterMap
+from gputop.tui.widgets.footer import GputopFooter
 from gputop.tui.widgets.job_table import JobOpened, JobSelected, JobTable
 from gputop.tui.widgets.status_header import StatusHeader
 
@@ -81,7 +82,7 @@ class QueueScreen(GputopScreen):
             )
             yield Static("", id="queue-filter-error", markup=False)
         yield JobTable(id="jobs")
-        yield Footer()
+        yield GputopFooter()
 
     def on_mount(self) -> None:
         self.query_one(JobTable).focus()

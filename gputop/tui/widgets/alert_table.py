@@ -3,6 +3,7 @@ acknowledged or silenced it (those are shown plain, without the severity's colou
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from textual.binding import BindingType
@@ -96,6 +97,12 @@ class AlertTable(VirtualTable):
 
     def row_key(self, row: Any) -> str:
         return str(row.key.text)
+
+    def set_rows(self, rows: Mapping[str, Any]) -> None:
+        # the node column is as wide as the longest node name shown (site names run past ten characters)
+        longest = max((len(alert.node) for alert in rows.values()), default=0)
+        self._key_width = max(ALERT_COLUMNS[0].width, longest)
+        super().set_rows(rows)
 
     def set_now(self, now_s: float) -> None:
         self.cell_context = now_s

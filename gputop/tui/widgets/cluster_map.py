@@ -113,6 +113,25 @@ def _dimmed(style: Style) -> Style:
     return style + Style(color=dim_color(bgcolor, color))
 
 
+# In compact mode a character holds two GPUs; when either has a state or a flag, its glyph takes the
+# character, the most urgent first.
+_GLYPH_ORDER = (DOWN, MISSING, STALE)
+
+
+def _marked(top: int, bottom: int) -> int | None:
+    """The code whose glyph a two-GPU character shows, or None for the two heat colours."""
+    for code in (top, bottom):
+        if CRIT_FLAG <= code < IDLE_FLAG:
+            return code
+    for state in _GLYPH_ORDER:
+        if state in (top, bottom):
+            return state
+    for code in (top, bottom):
+        if code >= IDLE_FLAG:
+            return code
+    return MIG_NA if MIG_NA in (top, bottom) else None
+
+
 class ClusterMap(Widget, can_focus=True):
     """Heat map of every GPU. Arrow keys move between nodes; Enter opens the selected node."""
 
@@ -408,6 +427,16 @@ class ClusterMap(Widget, can_focus=True):
             bottom = codes[below] if below < len(codes) else EMPTY
             # a character holds two GPUs: it stays lit if either is kept
             dimmed = dims[column] and (dims[below] if below < len(dims) else True)
+            if top >= HEAT_STEPS or bottom >= HEAT_STEPS:
+                marked = _marked(top, bottom)
+                if marked is not None:
+                    # colour is never the only signal: a state or flag of either GPU shows its glyph
+                    if run_style is not None:
+                        segments.append(Segment(UPPER_HALF * run_length, run_style))
+                        run_style, run_length = None, 0
+                    style, glyph = (styles.dimmed if dimmed else styles.plain)[marked]
+                    segments.append(Segment(glyph, style))
+                    continue
             style = styles.half(top, bottom, dimmed)
             if style is run_style:
                 run_length += 1
@@ -419,24 +448,40 @@ class ClusterMap(Widget, can_focus=True):
             segments.append(Segment(UPPER_HALF * run_length, run_style))
 
     def _legend(self, styles: CellStyles, layout: MapLayout) -> list[Segment]:
+        """The metric's scale and every glyph with its meaning; on a narrow map, the short words, so that
+        no glyph falls off the end."""
+        for short in (False, True):
+            segments = self._legend_segments(styles, short)
+            if sum(len(segment.text) for segment in segments) <= self.size.width:
+                break
+        return segments
+
+    def _legend_segments(self, styles: CellStyles, short: bool) -> list[Segment]:
         palette = styles.palette
         scale = self.scales[self.metric]
-        segments = [Segment(f"{self.metric.label.capitalize()}: ", palette.text)]
+        label = self.metric.label.capitalize()
+        segments = [Segment(f"{label[:4] if short else label}: ", palette.text)]
         marks = dict(scale.legend(self.metric))
         for step, style in enumerate(palette.heat_bg):
             text = marks.get(step)
-            segments.append(Segment(f" {text} " if text is not None else "  ", style))
-        segments.append(Segment("  ", palette.empty))
-        for code, meaning in ((DOWN, "down"), (STALE, "stale"), (MISSING, "missing"), (MIG_NA, "MIG/n/a")):
-            style, glyph = styles.plain[code]
+            if text is None:
+                segments.append(Segment("  ", style))
+            else:
+                segments.append(Segment(text if short else f" {text} ", style))
+        gap = " " if short else "  "
+        segments.append(Segment(gap, palette.empty))
+        meanings = (
+            (styles.plain[DOWN], "down"),
+            (styles.plain[STALE], "stale"),
+            (styles.plain[MISSING], "missing" if not short else "miss"),
+            (styles.plain[MIG_NA], "MIG/n/a" if not short else "MIG"),
+            ((palette.heat_bg[-1], "!"), "critical" if not short else "crit"),
+            ((palette.heat_bg[0], "z"), "idle in a job" if not short else "idle"),
+        )
+        for (style, glyph), meaning in meanings:
             segments.append(Segment(glyph, style))
-            segments.append(Segment(f" {meaning}  ", palette.dim))
-        if not layout.compact:
-            segments.append(Segment("!", palette.heat_bg[-1]))
-            segments.append(Segment(" critical  ", palette.dim))
-            segments.append(Segment("z", palette.heat_bg[0]))
-            segments.append(Segment(" idle in a job  ", palette.dim))
-        segments.append(Segment("[m] metric", palette.dim))
+            segments.append(Segment(f"{'' if short else ' '}{meaning}{gap}", palette.dim))
+        segments.append(Segment("[m] metric" if not short else "[m]", palette.dim))
         return segments
 
     # -- input ------------------------------------------------------------------------------------------

@@ -114,7 +114,8 @@ COLUMNS: tuple[Column, ...] = (
 COLUMN_BY_KEY = {c.key: c for c in COLUMNS}
 # On a narrow terminal these go first, so the problem column keeps room to say what is wrong.
 DROP_ORDER = ("util_max", "power", "gpus", "state", "slurm", "mem")
-PROBLEM_MIN_WIDTH = 24
+# What is wrong matters most on a narrow terminal: the state (the map shows it) and the rest give way.
+PROBLEM_MIN_WIDTH = 34
 # Columns whose natural order is "worst first" when first chosen.
 DESCENDING_FIRST = {"util", "util_max", "temp", "mem", "power"}
 

@@ -59,8 +59,9 @@ def table_bindings(noun: str, open_description: str) -> list[BindingType]:
         Binding("home,g", "jump(0)", f"First {noun}", show=False),
         Binding("end,G", "jump(-1)", f"Last {noun}", show=False),
         Binding("enter", "open", open_description),
-        Binding("s", "sort_next", "Sort column"),
-        Binding("S", "sort_reverse", "Reverse sort"),
+        # in the help (?) and the palette, not the footer: on a narrow terminal it has room for the rest
+        Binding("s", "sort_next", "Sort column", show=False),
+        Binding("S", "sort_reverse", "Reverse sort", show=False),
     ]
 
 
