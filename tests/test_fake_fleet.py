@@ -136,9 +136,9 @@ async def test_state_dir_holds_keys_and_a_gputop_config_that_parses(fleet: Fleet
     assert cluster.gpus_per_node == 8
     assert cluster.ssh.config_file == str(fleet.ssh_config_path)
     assert cluster.ssh.known_hosts == str(fleet.known_hosts_path)
-    assert cluster.slurm.enabled is False
+    assert cluster.slurm.enabled is True and cluster.slurm.run_on == "fake-fleet-login"
     ssh_config = fleet.ssh_config_path.read_text()
-    assert ssh_config.count("\nHost ") == NODES
+    assert ssh_config.count("\nHost ") == NODES + 1  # and the Slurm login node
     assert f"Host gpu010\n    HostName 127.0.0.1\n    Port {fleet.port}\n    User gpu010\n" in ssh_config
     assert fleet.known_hosts_path.read_text().startswith(f"[127.0.0.1]:{fleet.port} ssh-ed25519 ")
     assert stat.S_IMODE(fleet.client_key_path.stat().st_mode) == 0o600

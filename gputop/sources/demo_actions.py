@@ -172,6 +172,10 @@ class SimulatedScontrol:
     async def close(self) -> None:
         return None
 
+    def answer(self, words: Sequence[str]) -> tuple[int, str]:
+        """(exit status, stderr) of ``scontrol`` with these arguments (the fake fleet's login node)."""
+        return self._scontrol(self._cluster(), words)
+
     # ------------------------------------------------------------------ scontrol
 
     def _scontrol(self, cluster: SimulatedCluster, words: Sequence[str]) -> tuple[int, str]:

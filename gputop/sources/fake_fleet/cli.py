@@ -13,6 +13,7 @@ from pathlib import Path
 from gputop.core.nodeset import fold_nodes
 from gputop.sources.fake_fleet.faults import Fault, Faults, parse_fault_spec
 from gputop.sources.fake_fleet.server import NODE_ENV, Fleet, start_fleet
+from gputop.sources.fake_fleet.state_dir import LOGIN_HOST
 from gputop.sources.gpu_models import GPU_MODELS
 
 
@@ -81,6 +82,8 @@ def _describe(fleet: Fleet, faults: Faults) -> str:
         f"  run:       gputop --config {config}",
         f"  one node:  ssh -F {fleet.ssh_config_path} {nodes[0]} nvidia-smi -L",
         f"  (or log in as any user and send {NODE_ENV}=<node>)",
+        f"  slurm:     Slurm 22.05's squeue, sinfo and scontrol on {LOGIN_HOST}: "
+        f"ssh -F {fleet.ssh_config_path} {LOGIN_HOST} squeue --json",
         "  incidents:",
         *(f"    {inc.node}: {inc.description}" for inc in fleet.cluster.incidents),
         f"  faults:    {faults.describe()}",

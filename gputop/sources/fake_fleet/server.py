@@ -32,6 +32,7 @@ from gputop.sources.fake_fleet.responder import (
     parse_command,
     select_columns,
 )
+from gputop.sources.fake_fleet.slurm_login import LOGIN_USER, SlurmLogin, gres_type
 from gputop.sources.fake_fleet.state_dir import (
     StateFiles,
     load_or_create_keys,
@@ -72,8 +73,11 @@ def raise_open_file_limit() -> int:
 class _Core:
     """What every connection shares."""
 
-    def __init__(self, responder: Responder, authorized_keys: asyncssh.SSHAuthorizedKeys) -> None:
+    def __init__(
+        self, responder: Responder, authorized_keys: asyncssh.SSHAuthorizedKeys, slurm: SlurmLogin
+    ) -> None:
         self.responder = responder
+        self.slurm = slurm
         self.authorized_keys = authorized_keys
         self.faults = responder.faults
         self.closing = asyncio.Event()
@@ -125,7 +129,7 @@ class _NodeServer(asyncssh.SSHServer):
     def begin_auth(self, username: str) -> bool | Awaitable[bool]:
         core = self._core
         conn = self._conn
-        node = self._login_node = username if core.is_node(username) else None
+        node = self._login_node = username if core.is_node(username) or username == LOGIN_USER else None
         if conn is None:
             return True
         if node is not None and core.stalls_handshake(node):
@@ -244,6 +248,9 @@ class _NodeSession(asyncssh.SSHServerSession[bytes]):
             self._send(Reply(stderr=message.encode(), exit_status=SESSION_EXIT_NO_NODE))
             return
         self._node = node
+        if node == LOGIN_USER:
+            self._send(self._slurm_reply())
+            return
         faults = core.faults
         if self._login_node is None:
             # Chosen by environment, the node is known only now, after login: its handshake faults act here.
@@ -275,6 +282,15 @@ class _NodeSession(asyncssh.SSHServerSession[bytes]):
             self._answer_shell_lines()
         elif isinstance(command, Stream):
             self._start_stream(command)
+
+    def _slurm_reply(self) -> Reply:
+        if self._command is None:
+            text = (
+                f"{LOGIN_USER}: this fake login node runs Slurm's commands only (squeue, sinfo, scontrol)\n"
+            )
+            return Reply(stderr=text.encode(), exit_status=1)
+        status, out, err = self._core.slurm.run(self._command)
+        return Reply(out.encode(), err.encode(), status)
 
     def _answer_shell_lines(self) -> None:
         if self._shell_started and (self._answering is None or self._answering.done()):
@@ -438,7 +454,10 @@ async def start_fleet(
         fleet_faults = _faults_from(faults, cluster.node_names, clock)
         host_key, client_key = load_or_create_keys(files)
         accepted = write_authorized_keys(files, client_key, authorized_keys)
-        core = _Core(Responder(cluster, fleet_faults, clock), asyncssh.import_authorized_keys(accepted))
+        slurm = SlurmLogin(cluster, gres_type(gpu_model), clock, user=LOGIN_USER)
+        core = _Core(
+            Responder(cluster, fleet_faults, clock), asyncssh.import_authorized_keys(accepted), slurm
+        )
         server = await asyncssh.create_server(
             lambda: _NodeServer(core),
             host,

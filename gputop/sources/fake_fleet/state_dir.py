@@ -15,8 +15,10 @@ from pathlib import Path
 import asyncssh
 
 from gputop.core.nodeset import fold_nodes
+from gputop.sources.fake_fleet.slurm_login import LOGIN_USER
 
 CLUSTER_NAME = "fake-fleet"
+LOGIN_HOST = "fake-fleet-login"  # the ssh_config alias of the fleet's Slurm login node
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +131,15 @@ def write_client_files(
             "    StrictHostKeyChecking yes\n"
             for name in node_names
         ),
+        # Slurm's commands run on a login node (slurm.run_on), as on many clusters
+        f"Host {LOGIN_HOST}\n"
+        f"    HostName {host}\n"
+        f"    Port {port}\n"
+        f"    User {LOGIN_USER}\n"
+        f"    IdentityFile {key}\n"
+        "    IdentitiesOnly yes\n"
+        f"    UserKnownHostsFile {known}\n"
+        "    StrictHostKeyChecking yes\n",
     ]
     _write(files.ssh_config, "\n".join(blocks))
 
@@ -149,5 +160,6 @@ def write_client_files(
         "      identity_files:\n"
         f"        - {q(files.client_key)}\n"
         "    slurm:\n"
-        "      enabled: false\n",
+        "      enabled: true\n"
+        f"      run_on: {LOGIN_HOST}\n",
     )
