@@ -12,6 +12,7 @@ from gputop import __version__
 from gputop.core.config import Config, ConfigError
 from gputop.core.metrics import Metric
 from gputop.core.safe_text import safe_block
+from gputop.pipe_safe import guard_stdout
 
 if TYPE_CHECKING:
     from gputop.clock import Clock
@@ -128,6 +129,8 @@ def _run_app(app: GputopApp) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
+    if words[:1] in (["parse"], ["fake-fleet"], ["check"], ["snapshot"]):
+        guard_stdout()  # `gputop check --json | head -c 10`: the status it had, and no traceback
     if words[:1] == ["parse"]:  # subcommands beside the dashboard's flags, which stay as they were
         from gputop.parse_command import main as parse_main
 

@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 from unittest.mock import ANY
 
+import pytest
+
 from gputop.core.config import ClusterConfig, Config, SlurmConfig, SshConfig
 from gputop.core.models import Severity
 from gputop.core.nodeset import fold_nodes
@@ -435,3 +437,32 @@ async def test_check_and_snapshot_say_when_host_keys_are_not_verified(tmp_path: 
         assert json.loads(out)["host_keys_verified"] is True, err
     demo = gputop(tmp_path, "check", "--json", "--demo", "--demo-nodes", "2")
     assert json.loads(demo.stdout)["host_keys_verified"] is None, demo.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "status"),
+    [
+        (("snapshot", "--demo", "--demo-nodes", "1000", "--json"), 0),
+        (("check", "--demo", "--demo-nodes", "1000", "--json"), 2),
+        (("check", "--demo", "--demo-nodes", "1000"), 2),
+        (("parse", "--list"), 0),
+    ],
+)
+def test_a_reader_that_closes_early_gets_the_commands_status_and_no_traceback(
+    tmp_path: Path, args: tuple[str, ...], status: int
+) -> None:
+    """``gputop check --json | head -c 10``: a BrokenPipeError traceback and exit 1."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before the first byte: every write fails
+    done = subprocess.run(
+        [sys.executable, "-m", "gputop", *args],
+        stdout=write_end,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=clean_env(tmp_path),
+        cwd=tmp_path,
+        timeout=120,
+        check=False,
+    )
+    os.close(write_end)
+    assert done.stderr == "" and done.returncode == status, (done.returncode, done.stderr[-2000:])
