@@ -180,10 +180,14 @@ def test_check_on_the_demo_prints_every_incident_worst_first_and_exits_crit(tmp_
     lines = done.stdout.splitlines()
     assert "CRIT gpu007 GPU4 Xid 79: GPU has fallen off the bus" in lines
     assert "WARN gpu015 GPU0-7 idle 10 min in job 4812008 (dmitri)" in lines  # the replayed past counts
-    words = [line.split()[0] for line in lines[:-1]]
+    words = [line.split()[0] for line in lines[1:]]
     assert words == sorted(words, key=lambda w: w != "CRIT") and set(words) == {"CRIT", "WARN"}
-    assert lines[-1].startswith("gputop check: CRIT: ")
-    assert lines[-1].endswith(" on 31 of 32 nodes answering (demo)")
+    # the status line first, as monitoring systems read it, with its performance data
+    assert lines[0].startswith("gputop check: CRIT: ")
+    crit, warn = words.count("CRIT"), words.count("WARN")
+    assert lines[0].endswith(
+        f" on 31 of 32 nodes answering (demo) | crit={crit} warn={warn} nodes=32 answering=31"
+    )
 
 
 def test_check_json_on_the_demo_names_the_simulators_incidents(tmp_path: Path) -> None:
@@ -350,7 +354,9 @@ def test_an_nvml_that_never_answers_cannot_hold_the_check_past_its_timeout(tmp_p
     assert time.monotonic() - started < 1 + MARGIN_S
     assert done.returncode == 3, done.stdout + done.stderr
     assert "WARN nvml: no answer within 1s" in done.stdout.splitlines()
-    assert done.stdout.splitlines()[-1] == "gputop check: UNKNOWN: nothing answered within 1s (here)"
+    assert done.stdout.splitlines()[0] == (
+        "gputop check: UNKNOWN: nothing answered within 1s (here) | crit=0 warn=1 nodes=0 answering=0"
+    )
 
 
 # -- the fake fleet over SSH ---------------------------------------------------------------------------------
@@ -406,7 +412,10 @@ async def test_check_over_ssh_names_hung_nodes_within_the_timeout_and_a_healthy_
         status, out, err, took_s = await gputop_async(tmp_path, "check", "--config", str(config))
         assert status == 0, out + err
         count = len(healthy)
-        assert out == f"gputop check: OK: no problems on {count} of {count} nodes answering (subset)\n"
+        assert out == (
+            f"gputop check: OK: no problems on {count} of {count} nodes answering (subset)"
+            f" | crit=0 warn=0 nodes={count} answering={count}\n"
+        )
         assert took_s < 4 + MARGIN_S  # everything answered: no waiting for the 15 s default
 
         # Every node failing the same way says more about gputop's access than the cluster: UNKNOWN.
@@ -414,8 +423,8 @@ async def test_check_over_ssh_names_hung_nodes_within_the_timeout_and_a_healthy_
         status, out, err, took_s = await gputop_async(tmp_path, "check", "--config", str(config))
         assert status == 3, out + err
         lines = out.splitlines()
-        assert lines[-1] == "gputop check: UNKNOWN: nothing answered within 15s (subset)"
-        assert [line.split()[:3] for line in lines[:-1]] == [["CRIT", node, "down:"] for node in healthy]
+        assert lines[0].startswith("gputop check: UNKNOWN: nothing answered within 15s (subset) | crit=")
+        assert [line.split()[:3] for line in lines[1:]] == [["CRIT", node, "down:"] for node in healthy]
         assert took_s < 4 + MARGIN_S
 
 
@@ -428,8 +437,9 @@ async def test_check_and_snapshot_say_when_host_keys_are_not_verified(tmp_path: 
         lax.write_text(checked.read_text().replace("    ssh:\n", "    ssh:\n      verify_host_keys: false\n"))
         status, out, err, _ = await gputop_async(tmp_path, "check", "--config", str(lax))
         assert status == 0, out + err
-        assert out.splitlines()[-1].endswith(
+        assert out.splitlines()[0].endswith(
             "(subset; host keys NOT verified (ssh.verify_host_keys is false))"
+            " | crit=0 warn=0 nodes=2 answering=2"
         )
         status, out, err, _ = await gputop_async(tmp_path, "snapshot", "--json", "--config", str(lax))
         assert json.loads(out)["host_keys_verified"] is False, err
@@ -466,3 +476,29 @@ def test_a_reader_that_closes_early_gets_the_commands_status_and_no_traceback(
     )
     os.close(write_end)
     assert done.stderr == "" and done.returncode == status, (done.returncode, done.stderr[-2000:])
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_check_with_a_bad_option_says_unknown_on_stdout_in_the_format_asked_for(
+    tmp_path: Path, as_json: bool
+) -> None:
+    done = gputop(tmp_path, "check", *(["--json"] if as_json else []), "--bogus")
+    assert done.returncode == 3
+    assert "unrecognized arguments: --bogus" in done.stderr
+    if as_json:
+        assert json.loads(done.stdout) == {
+            "schema": 1,
+            "status": "unknown",
+            "exit_status": 3,
+            "error": "gputop check: unrecognized arguments: --bogus",
+        }
+    else:
+        assert done.stdout == "gputop check: UNKNOWN: bad options: unrecognized arguments: --bogus\n"
+
+
+def test_a_pipe_in_any_line_cannot_pose_as_performance_data() -> None:
+    from gputop.headless.report import finding_line
+    from gputop.headless.verdict import Finding
+
+    finding = Finding(Severity.WARN, "gpu001", None, "drain", "drained: psu|fan swap")
+    assert finding_line(finding) == "WARN gpu001 drained: psu\u00a6fan swap"

@@ -29,7 +29,7 @@ from gputop.cluster_app import DEMO_CLUSTER_NAME, LaunchError, choose_cluster, d
 from gputop.config_file import default_config_path
 from gputop.core.config import ClusterConfig, Config, ConfigError
 from gputop.core.safe_text import safe_block, safe_line
-from gputop.headless.report import check_document, check_lines, failure_document
+from gputop.headless.report import check_document, check_lines, failure_document, no_pipe
 from gputop.headless.round import collect_round, run_bounded
 from gputop.headless.snapshot_json import snapshot_document
 from gputop.headless.verdict import ExitStatus, judge
@@ -48,10 +48,16 @@ class CannotCheck(Exception):
 
 
 class _Parser(argparse.ArgumentParser):
-    """Usage errors exit 3 (UNKNOWN), not argparse's 2, which a monitoring system would read as CRIT."""
+    """Usage errors exit 3 (UNKNOWN), not argparse's 2, which a monitoring system would read as CRIT;
+    `check` says UNKNOWN on stdout too, as the line or the JSON document asked for (``stdout_json``: the
+    arguments held --json, read before they are parsed, since parsing is what failed)."""
+
+    stdout_json: bool | None = None  # None: print nothing on stdout (snapshot)
 
     def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)
+        if self.stdout_json is not None:
+            _say_unknown(self.stdout_json, f"bad options: {message}", f"{self.prog}: {message}")
         self.exit(int(ExitStatus.UNKNOWN), f"{self.prog}: error: {message}\n")
 
 
@@ -105,7 +111,10 @@ class Target:
 
 
 def main(command: str, argv: Sequence[str]) -> int:
-    args = build_parser(command).parse_args(argv)
+    parser = build_parser(command)
+    if isinstance(parser, _Parser) and command == "check":
+        parser.stdout_json = any(len(word) > 3 and "--json".startswith(word) for word in argv)  # --js too
+    args = parser.parse_args(argv)
     try:
         target = choose_target(args)
     except CannotCheck as err:
@@ -199,12 +208,16 @@ def _cannot_check(command: str, as_json: bool, err: CannotCheck) -> int:
     message = str(err)
     print(safe_block(message), file=sys.stderr)
     if command == "check":
-        # Monitoring systems read stdout: say UNKNOWN there too, in the format asked for.
-        if as_json:
-            _print_json(failure_document(message.removeprefix("gputop: ")))
-        else:
-            print(safe_line(f"gputop check: UNKNOWN: {err.summary}"))
+        _say_unknown(as_json, err.summary, message.removeprefix("gputop: "))
     return int(ExitStatus.UNKNOWN)
+
+
+def _say_unknown(as_json: bool, summary: str, error: str) -> None:
+    """Monitoring systems read stdout: UNKNOWN there too, in the format asked for."""
+    if as_json:
+        _print_json(failure_document(error))
+    else:
+        print(no_pipe(safe_line(f"gputop check: UNKNOWN: {summary}")))
 
 
 def _print_json(document: dict[str, Any]) -> None:

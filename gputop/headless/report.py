@@ -1,4 +1,10 @@
-"""`gputop check`'s output: one line per problem and a summary line, or one JSON document.
+"""`gputop check`'s output: a summary line with performance data, then one line per problem; or one JSON
+document.
+
+The text follows the monitoring plugin format (Nagios, Icinga, Checkmk, Sensu): the first line is the
+status a monitoring system shows, ``| crit=8 warn=7 nodes=32 answering=31`` its performance data, and the
+lines after it the long output. A '|' in any line would start performance data there, so the text
+itself carries none ('|' in a node name, a drain reason or a job name is shown as '¦').
 
 The JSON keys are a contract with scripts and monitoring: SCHEMA_VERSION goes up when one is renamed,
 removed or changes meaning (adding a key does not), and README.md documents them.
@@ -18,17 +24,27 @@ FINDING_MAX_CHARS = 2000  # a problem quoting a command's stderr stays one reada
 
 
 def check_lines(round_: Round, verdict: Verdict) -> list[str]:
-    """``CRIT gpu042 GPU3 Xid 79: GPU has fallen off the bus`` per problem, worst first, then the summary."""
-    lines = [finding_line(f) for f in verdict.findings]
-    lines.append(summary_line(round_, verdict))
-    return lines
+    """The summary with its performance data, then ``CRIT gpu042 GPU3 Xid 79: GPU has fallen off the bus``
+    per problem, worst first."""
+    return [summary_line(round_, verdict), *(finding_line(f) for f in verdict.findings)]
+
+
+def no_pipe(text: str) -> str:
+    """Text for the plugin format, where '|' would start performance data."""
+    return text.replace("|", "\u00a6")
+
+
+def performance_data(verdict: Verdict) -> str:
+    return (
+        f"crit={verdict.crit} warn={verdict.warn} nodes={verdict.nodes} answering={verdict.nodes_answering}"
+    )
 
 
 def finding_line(finding: Finding) -> str:
     where = f"{finding.node} " if finding.node is not None else ""
     # one line per problem, also for a message that quotes a command's several lines of stderr
     message = " / ".join(line.strip() for line in finding.message.splitlines() if line.strip())
-    return safe_line(f"{finding.severity.value.upper()} {where}{message}", FINDING_MAX_CHARS)
+    return no_pipe(safe_line(f"{finding.severity.value.upper()} {where}{message}", FINDING_MAX_CHARS))
 
 
 def summary_line(round_: Round, verdict: Verdict) -> str:
@@ -43,7 +59,8 @@ def summary_line(round_: Round, verdict: Verdict) -> str:
         if round_.host_keys_verified is False
         else ""
     )
-    return safe_line(f"gputop check: {status}: {said} ({round_.cluster}{unverified})")
+    text = no_pipe(safe_line(f"gputop check: {status}: {said} ({round_.cluster}{unverified})"))
+    return f"{text} | {performance_data(verdict)}"
 
 
 def check_document(round_: Round, verdict: Verdict) -> dict[str, Any]:
