@@ -894,3 +894,27 @@ def test_memory_repair_fields_unsupported_or_odd_are_unknown_not_a_lost_row() ->
         None,
     )
     assert gpu.temp_c == 67.0
+
+
+@pytest.mark.parametrize(
+    ("name", "model", "width"),
+    [
+        ("h100-80gb-drv590-all-fields-camelcase-header-nvge-capture.csv", "NVIDIA H100 80GB HBM3", 212),
+        ("l40s-drv595-all-fields-camelcase-header-nvge-capture.csv", "NVIDIA L40S", 202),
+        (
+            "rtx2080super-drv610-all-fields-camelcase-header-nvge-capture.csv",
+            "NVIDIA GeForce RTX 2080 SUPER",
+            241,
+        ),
+    ],
+)
+def test_a_wide_header_with_camelcase_names_is_a_header(name: str, model: str, width: int) -> None:
+    """Drivers 580-610 name fields such as pci.baseClass, fabric.cliqueId and
+    encoder.stats.sessionCount: the header was taken for data, and the parse ended 'no readable row'."""
+    text = (FIXTURES / "nvidia-smi-query-gpu-csv" / name).read_text(encoding="utf-8")
+    header = [cell.strip() for cell in text.splitlines()[0].split(",")]
+    assert "pci.baseClass" in header and header_fields(header) is not None
+    result = query_gpu(text)
+    assert len(result.fields) == width and len(result.gpus) == 1
+    gpu = result.gpus[0]
+    assert gpu.name == model and gpu.temp_c is not None and gpu.mem_total_mib

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from gputop.core.models import GpuProcess, GpuSample
 from gputop.core.parsers.common import ParseFailure
 from gputop.core.parsers.driver_errors import detect_driver_error
+from gputop.core.parsers.escapes import strip_terminal_escapes
 from gputop.core.parsers.query_gpu import StreamLineReader
 
 ProcessesByUuid = Mapping[str, tuple[GpuProcess, ...]]
@@ -60,6 +61,8 @@ class MetricsAssembler:
         pending = self._pending
         for raw in lines:
             line = raw.decode("utf-8", errors="replace").strip()
+            if "\x1b" in line or "\x9b" in line:  # ESC or the 8-bit CSI (one-character tests: 30 ns a line)
+                line = strip_terminal_escapes(line).strip()
             if not line:
                 continue
             parsed = read(line, self.processes)

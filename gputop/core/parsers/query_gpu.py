@@ -112,8 +112,9 @@ _KNOWN_BITS: Final = sum(bit for bit, _ in THROTTLE_REASON_BITS)
 # Reasons that are not a slowdown: the GPU has no work.
 NOT_THROTTLING: Final = frozenset({"gpu_idle"})
 
-# Header cells: lower-case dotted names, optionally followed by a unit in brackets.
-_HEADER_CELL = re.compile(r"^([a-z][a-z0-9_.]*)\s*(?:\[[^\]]*\])?$")
+# Header cells: dotted names, lower-case at the start (drivers 580 and later print camelCase parts such as
+# pci.baseClass and fabric.cliqueId), optionally followed by a unit in brackets.
+_HEADER_CELL = re.compile(r"^([a-z][A-Za-z0-9_.]*)\s*(?:\[[^\]]*\])?$")
 # Header names without a dot or underscore that are still field names (the rest have one).
 _PLAIN_FIELD_NAMES = frozenset({"index", "uuid", "name", "timestamp", "count", "serial", "pstate", "pid"})
 _MAX_ROW_NOTES = 20
