@@ -73,6 +73,7 @@ NODE_KEYS = {
     "expected_gpu_count",
     "gpus",
     "ib_ports",
+    "ib_failures",
     "xid_events",
     "facts_read",
     "fact_errors",

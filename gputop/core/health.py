@@ -114,6 +114,12 @@ def assess_node(
 
     for port in _ports_down(node.ib_ports):
         add(Severity.CRIT, None, "ib", f"{port.label} {port.state}", port.label)
+    for failure in node.ib_failures:
+        # an adapter ibstat cannot read is no healthy adapter, whatever the others say
+        if failure.adapter is not None:
+            add(Severity.CRIT, None, "ib", f"{failure.adapter} unreadable: {failure.reason}", failure.adapter)
+        else:  # ibstat failed after listing adapters without naming one: the listing may lack some
+            add(Severity.WARN, None, "ib", f"ibstat failed: {failure.reason}", "ibstat")
 
     if slurm is not None:
         if slurm.drained or slurm.draining:
@@ -128,8 +134,10 @@ def assess_node(
     found.extend(idle_problems(name, idle_gpus))
 
     said = {p.message for p in found if p.kind == "ib"}
+    # an adapter ibstat could not read is said once: not again as its ports missing beside the peers'
+    unreadable = {f.adapter for f in node.ib_failures if f.adapter}
     for deviation in interconnect:
-        if deviation.message not in said:
+        if deviation.message not in said and deviation.message.split(" ", 1)[0] not in unreadable:
             add(deviation.severity, deviation.gpu_index, deviation.kind, deviation.message, deviation.message)
 
     found.sort(key=lambda p: p.sort_key)

@@ -103,6 +103,14 @@ class XidEvent:
 
 
 @dataclass(frozen=True, slots=True)
+class IbFailure:
+    """An adapter ibstat could not read: it prints the adapters before it, then stops (exit 255)."""
+
+    adapter: str | None  # None when ibstat failed without naming one
+    reason: str  # its own words, without the "ibpanic: [pid] main:" prefix
+
+
+@dataclass(frozen=True, slots=True)
 class IbPort:
     ca_name: str  # e.g. mlx5_0
     port: int
@@ -140,6 +148,7 @@ class NodeSample:
     # why a slow command failed, by command name: shown on the node screen, never a node failure.
     facts: Mapping[str, object] = field(default_factory=dict)
     fact_errors: Mapping[str, str] = field(default_factory=dict)
+    ib_failures: tuple[IbFailure, ...] = ()  # adapters ibstat could not read (ib_ports lacks them)
 
     @property
     def missing_gpu_count(self) -> int:

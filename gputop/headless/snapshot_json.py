@@ -53,6 +53,7 @@ def _node(
         "expected_gpu_count": node.expected_gpu_count,
         "gpus": [_gpu(node.name, gpu, jobs_on_gpus, idle) for gpu in node.gpus],
         "ib_ports": [_ib_port(port) for port in node.ib_ports],
+        "ib_failures": [{"adapter": f.adapter, "reason": f.reason} for f in node.ib_failures],
         "xid_events": [_xid(event) for event in node.xid_events],
         "facts_read": sorted(node.facts),
         "fact_errors": dict(sorted(node.fact_errors.items())),

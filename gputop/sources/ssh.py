@@ -16,7 +16,17 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from gputop.core.config import ClusterConfig, PollConfig
-from gputop.core.models import GpuProcess, GpuSample, IbPort, NodeSample, Reachability, SourceResult, XidEvent
+from gputop.core.models import (
+    GpuProcess,
+    GpuSample,
+    IbFailure,
+    IbPort,
+    NodeSample,
+    Reachability,
+    SourceResult,
+    XidEvent,
+)
+from gputop.core.parsers.ib import IbStat
 from gputop.core.parsers.xid import XidLog
 from gputop.sources.commands import CommandSpec, apply_overrides, default_commands
 from gputop.sources.known_hosts import SharedKnownHosts
@@ -151,7 +161,7 @@ _PROCESSES_AT = GpuSample._fields.index("processes")
 
 
 def node_sample(link: NodeLink, expected_gpus: int | None) -> NodeSample:
-    facts, fact_errors, ib_ports, xid = _fact_parts(link)
+    facts, fact_errors, (ib_ports, ib_failures), xid = _fact_parts(link)
     # The stream's lines were read with the processes joined in, unless the processes changed since
     by_uuid = link.processes_by_uuid
     gpus = link.gpus if link.gpus_processes is by_uuid else _with_processes(link.gpus, by_uuid)
@@ -167,6 +177,7 @@ def node_sample(link: NodeLink, expected_gpus: int | None) -> NodeSample:
         expected_gpu_count=expected_gpus,
         error=link.error or _waiting(link),
         ib_ports=ib_ports,
+        ib_failures=ib_failures,
         xid_events=(
             _derived(link, "xid", (xid, _bus_ids(gpus)), lambda key: _xid_events(key[0], gpus))
             if getattr(xid, "events", None)
@@ -177,7 +188,7 @@ def node_sample(link: NodeLink, expected_gpus: int | None) -> NodeSample:
     )
 
 
-_FactParts = tuple[dict[str, Any], dict[str, str], tuple[IbPort, ...], object]
+_FactParts = tuple[dict[str, Any], dict[str, str], tuple[tuple[IbPort, ...], tuple[IbFailure, ...]], object]
 
 
 def _fact_parts(link: NodeLink) -> _FactParts:
@@ -234,9 +245,11 @@ def _with_processes(
     )
 
 
-def _ib_ports(ibstat: object) -> tuple[IbPort, ...]:
-    to_ports = getattr(ibstat, "to_ports", None)
-    return tuple(to_ports()) if to_ports is not None else ()
+def _ib_ports(ibstat: object) -> tuple[tuple[IbPort, ...], tuple[IbFailure, ...]]:
+    """The ports ibstat listed, and the adapters it could not read."""
+    if not isinstance(ibstat, IbStat):
+        return (), ()
+    return ibstat.to_ports(), ibstat.failed
 
 
 def _xid_events(xid: object, gpus: tuple[GpuSample, ...]) -> tuple[XidEvent, ...]:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from gputop.core.models import GpuProcess, GpuSample
 from gputop.core.parsers.common import OUTPUT_MAX_BYTES, ParseFailure, as_text
 from gputop.core.parsers.driver_errors import detect_driver_error
+from gputop.core.parsers.ib import with_failures
 from gputop.sources.bounded_exec import run_ssh
 from gputop.sources.commands import QUERY_GPU_FIELDS, CommandSpec
 from gputop.sources.known_hosts import SharedKnownHosts
@@ -427,6 +428,9 @@ class NodeLink:
             except KeyError:
                 self._fact_failed(spec, f"no parser for {spec.parser}")
                 return
+            if spec.parser == "ibstat":
+                # it prints the adapters it read, then fails on one (exit 255): that one is an error
+                value = with_failures(value, err_text, exit_status)
             if isinstance(value, ParseFailure):
                 self._fact_failed(spec, f"{spec.name}: {value.reason}")
                 return

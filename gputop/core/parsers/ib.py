@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from gputop.core.models import IbPort
+from gputop.core.models import IbFailure, IbPort
 from gputop.core.parsers.common import ParseFailure, ParserInfo
 
 PORT_STATES = {1: "Down", 2: "Init", 3: "Armed", 4: "Active", 5: "ActiveDefer"}
@@ -60,6 +60,7 @@ class IbAdapter:
 class IbStat:
     adapters: tuple[IbAdapter, ...] = ()
     notes: tuple[str, ...] = ()
+    failed: tuple[IbFailure, ...] = ()
 
     def to_ports(self) -> tuple[IbPort, ...]:
         return tuple(
@@ -262,6 +263,51 @@ def parse_ibstat(text: str) -> IbStat | ParseFailure:
     if not adapters:
         return _empty_or_failure("ibstat", text)
     return _build(adapters, [])
+
+
+# infiniband-diags' IBPANIC: "ibpanic: [2137592] main: stat of IB device 'mthca0' failed: No such file or
+# directory", then exit(-1); the adapters listed before it were printed to stdout.
+_PANIC = re.compile(r"^(?:ibpanic:\s*(?:\[\d+\]\s*)?(?:\w+:\s*)?)?(?P<said>.*)$")
+_STAT_FAILED = re.compile(r"stat of IB device '(?P<name>[^']{1,64})' failed(?::\s*(?P<why>.*))?")
+_MAX_FAILURES = 64
+
+
+def ibstat_failures(stderr: str, exit_status: int | None) -> tuple[IbFailure, ...]:
+    """What ibstat's stderr and exit status say it could not read: each adapter it names, or (a failure
+    naming none) its first line. Nothing when it exited 0."""
+    if not exit_status:
+        return ()
+    failures: list[IbFailure] = []
+    first = ""
+    for line in stderr.splitlines():
+        panic = _PANIC.match(line.strip())
+        said = panic.group("said").strip() if panic else line.strip()
+        first = first or said
+        stat = _STAT_FAILED.search(said)
+        if stat is not None and len(failures) < _MAX_FAILURES:
+            failures.append(IbFailure(stat.group("name"), said))
+    if not failures:
+        failures.append(IbFailure(None, first or f"exit status {exit_status}, and nothing said"))
+    return tuple(failures)
+
+
+def with_failures(
+    listing: IbStat | ParseFailure, stderr: str, exit_status: int | None
+) -> IbStat | ParseFailure:
+    """ibstat's listing with the adapters it could not read; a listing of none (the first adapter failed)
+    is then no failure of the parse but of the adapter."""
+    failures = ibstat_failures(stderr, exit_status)
+    if not failures:
+        return listing
+    if any(f.adapter is not None for f in failures):
+        adapters = listing.adapters if isinstance(listing, IbStat) else ()
+        notes = listing.notes if isinstance(listing, IbStat) else ()
+        return IbStat(adapters, notes, failures)
+    if isinstance(listing, ParseFailure) or not listing.adapters:
+        # nothing listed and no adapter named ("can't init UMAD library" where no IB driver is loaded):
+        # ibstat failed as a command, which the node screen says; no adapter is known to be broken
+        return ParseFailure("ibstat", failures[0].reason)
+    return IbStat(listing.adapters, listing.notes, failures)
 
 
 _IBSTATUS_PORT = {

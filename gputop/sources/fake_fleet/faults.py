@@ -23,6 +23,7 @@ class Fault(StrEnum):
     NO_NVIDIA_SMI = "no_nvidia_smi"  # the driver tools are not installed: command not found, exit 127
     OLD_DRIVER = "old_driver"  # nvidia-smi rejects the fields older drivers lack (OLD_DRIVER_LACKS)
     FLOOD = "flood"  # ibstat prints far more than gputop reads of one output (FLOOD_BYTES)
+    IB_ADAPTER_FAILS = "ib_adapter_fails"  # ibstat lists all but the last adapter, then fails on it (255)
 
 
 # What ibstat prints on a flooding node: more than gputop reads of one command's output (16 MiB).

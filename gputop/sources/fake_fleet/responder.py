@@ -35,6 +35,7 @@ SHELL_SYNTAX_EXIT_STATUS: Final = 2
 MIN_STREAM_INTERVAL_S: Final = 0.05  # a guard against -lms 0 spinning the server
 JOURNAL_SINCE_S: Final = 3600.0  # the Xid command asks for --since -1h
 NO_MATCH_EXIT_STATUS: Final = 1  # journalctl --grep with nothing matched
+IBPANIC_EXIT_STATUS: Final = 255  # infiniband-diags' exit(-1)
 
 _IB_GUID_BASE: Final = 0x946DAE0300000000
 
@@ -275,7 +276,16 @@ class Responder:
             return self._on_simulator(node, command.argv)
         if name == "ibstat":
             guid = _IB_GUID_BASE + view.index * 0x100
-            return Reply(formats.ibstat(view.sample.ib_ports, guid, lid_base=view.index * 8 + 1).encode())
+            ports = view.sample.ib_ports
+            if self.faults.has(node, Fault.IB_ADAPTER_FAILS) and ports:
+                # infiniband-diags' IBPANIC on the last adapter: the ones before it printed, exit(-1)
+                lost = ports[-1].ca_name
+                kept = tuple(p for p in ports if p.ca_name != lost)
+                pid = 4000 + view.index
+                panic = f"ibpanic: [{pid}] main: stat of IB device '{lost}' failed: No such device\n"
+                listing = formats.ibstat(kept, guid, lid_base=view.index * 8 + 1)
+                return Reply(listing.encode(), panic.encode(), IBPANIC_EXIT_STATUS)
+            return Reply(formats.ibstat(ports, guid, lid_base=view.index * 8 + 1).encode())
         if name == "xid":
             since = self.clock() - JOURNAL_SINCE_S
             recent = [e for e in view.xid_events if e.time_s >= since]
