@@ -114,12 +114,20 @@ def assess_node(
 
     for port in _ports_down(node.ib_ports):
         add(Severity.CRIT, None, "ib", f"{port.label} {port.state}", port.label)
-    for failure in node.ib_failures:
-        # an adapter ibstat cannot read is no healthy adapter, whatever the others say
-        if failure.adapter is not None:
-            add(Severity.CRIT, None, "ib", f"{failure.adapter} unreadable: {failure.reason}", failure.adapter)
-        else:  # ibstat failed after listing adapters without naming one: the listing may lack some
-            add(Severity.WARN, None, "ib", f"ibstat failed: {failure.reason}", "ibstat")
+    ib_failures = node.ib_failures
+    if ib_failures:  # rare: the usual node pays one test
+        for failure in ib_failures:
+            # an adapter ibstat cannot read is no healthy adapter, whatever the others say
+            if failure.adapter is not None:
+                add(
+                    Severity.CRIT,
+                    None,
+                    "ib",
+                    f"{failure.adapter} unreadable: {failure.reason}",
+                    failure.adapter,
+                )
+            else:  # ibstat failed after listing adapters without naming one: the listing may lack some
+                add(Severity.WARN, None, "ib", f"ibstat failed: {failure.reason}", "ibstat")
 
     if slurm is not None:
         if slurm.drained or slurm.draining:
@@ -135,9 +143,11 @@ def assess_node(
 
     said = {p.message for p in found if p.kind == "ib"}
     # an adapter ibstat could not read is said once: not again as its ports missing beside the peers'
-    unreadable = {f.adapter for f in node.ib_failures if f.adapter}
+    unreadable = {f.adapter for f in ib_failures if f.adapter} if ib_failures else ()
     for deviation in interconnect:
-        if deviation.message not in said and deviation.message.split(" ", 1)[0] not in unreadable:
+        if deviation.message not in said and (
+            not unreadable or deviation.message.split(" ", 1)[0] not in unreadable
+        ):
             add(deviation.severity, deviation.gpu_index, deviation.kind, deviation.message, deviation.message)
 
     found.sort(key=lambda p: p.sort_key)
