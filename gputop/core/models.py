@@ -230,6 +230,7 @@ class SlurmJob:
     submit_time_s: float | None = None
     elapsed_s: float | None = None  # run time where the output gives it
     state_flags: frozenset[str] = frozenset()  # COMPLETING, REQUEUED, CONFIGURING, ... next to the state
+    cluster: str | None = None  # the Slurm cluster, where the output names it (squeue -M, JSON "cluster")
 
     @property
     def gpu_count(self) -> int:

@@ -16,6 +16,7 @@ from typing import Any
 from gputop.core.models import SlurmJob, SlurmNode
 from gputop.core.parsers.common import BoundedNotes, ParseFailure, ParserInfo
 from gputop.core.parsers.json_items import Counted, JsonError, decode_object
+from gputop.core.parsers.slurm_clusters import cluster_name, qualified
 from gputop.core.parsers.slurm_common import (
     SlurmJobs,
     SlurmNodes,
@@ -224,6 +225,7 @@ def _job(job: Mapping[str, object], notes: list[str]) -> SlurmJob | None:
         submit_time_s=json_time(job.get("submit_time")),
         elapsed_s=elapsed if elapsed is None or elapsed >= 0 else None,
         state_flags=state.flags,
+        cluster=cluster_name(job.get("cluster")),
     )
 
 
@@ -276,7 +278,7 @@ def _jobs_of(
             return ParseFailure(_JOB_KIND, "this is a node listing, not jobs: read it as sinfo-json")
         keys = ", ".join(sorted(str(k) for k in doc)[:8]) or "none"
         return ParseFailure(_JOB_KIND, f"no 'jobs' list in the document (top-level keys: {keys})")
-    return SlurmJobs(tuple(taken.found), (*notes, *taken.notes.done()), _version(doc))
+    return SlurmJobs(tuple(qualified(taken.found)), (*notes, *taken.notes.done()), _version(doc))
 
 
 def parse_squeue_json(text: str) -> SlurmJobs | ParseFailure:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from gputop.core.models import SlurmJob, SlurmNode
 from gputop.core.parsers.common import ParseFailure, ParserInfo
+from gputop.core.parsers.slurm_clusters import cluster_parts, read_each, with_cluster
 from gputop.core.parsers.slurm_common import (
     JOB_COMPACT_STATES,
     SlurmJobs,
@@ -177,14 +178,29 @@ def _is_pipe_format(line: str, fields: Sequence[object]) -> bool:
     return line.count("|") >= len(fields) - 1
 
 
+_TITLE = re.compile(r"[A-Z][A-Z_()]*")
+
+
+def _is_pipe_header(line: str, field_count: int) -> bool:
+    cells = line.split("|")
+    return len(cells) == field_count and all(_TITLE.fullmatch(cell.strip()) for cell in cells)
+
+
 def _pipe_rows(
     kind: str, lines: Sequence[str], fields: Sequence[tuple[str, str]], notes: list[str]
 ) -> list[dict[str, str]]:
     names = [name for _, name in fields]
     rows = []
+    first = True
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
+        if first and _is_pipe_header(line, len(names)):
+            # the same format without -h (or under -M, where each cluster has its header) starts with
+            # the column titles: "JOBID|PARTITION|USER|..."
+            first = False
+            continue
+        first = False
         cells = line.split("|", len(names) - 1)
         if len(cells) != len(names):
             notes.append(f"line {number}: {len(cells)} fields where {kind} prints {len(names)}; skipped")
@@ -283,6 +299,7 @@ def parse_squeue_fields(
         return ParseFailure(_SQUEUE_KIND, f"not squeue's {'|'.join(c for c, _ in fields)} lines: {said}")
     rows = _pipe_rows(_SQUEUE_KIND, lines, fields, notes)
     jobs = [job for row in rows if (job := _job(row, utc_offset_s, notes)) is not None]
+    _note_repeats(jobs, notes)
     return SlurmJobs(tuple(jobs), tuple(notes))
 
 
@@ -327,7 +344,28 @@ def _doubtful_lines(lines: Sequence[str], fields: Sequence[tuple[str, str]]) -> 
 
 
 def parse_squeue(text: str, *, utc_offset_s: float = 0.0) -> SlurmJobs | ParseFailure:
-    """``squeue -h -o SQUEUE_FORMAT`` (gputop's), or a squeue table: default, -l, custom with a header."""
+    """``squeue -h -o SQUEUE_FORMAT`` (gputop's), or a squeue table: default, -l, custom with a header;
+    of one cluster or of several (``-M``, each part after its ``CLUSTER:`` line)."""
+    parts = cluster_parts(text)
+    if len(parts) == 1:
+        cluster, part = parts[0]
+        read = _squeue_part(part, utc_offset_s)
+        if isinstance(read, ParseFailure) or cluster is None:
+            return read
+        return SlurmJobs(tuple(with_cluster(read.jobs, cluster, qualify=False)), read.notes)
+    qualify = sum(1 for cluster, _ in parts if cluster is not None) > 1
+    each = read_each(parts, lambda part: _squeue_part(part, utc_offset_s))
+    if isinstance(each, ParseFailure):
+        return each
+    found, notes = each
+    jobs = [job for cluster, read in found for job in with_cluster(read.jobs, cluster, qualify)]
+    if qualify:
+        named = [cluster for cluster, _ in parts if cluster]
+        notes.append(f"jobs of {len(named)} clusters ({', '.join(named)}): ids written cluster:id")
+    return SlurmJobs(tuple(jobs), tuple(notes))
+
+
+def _squeue_part(text: str, utc_offset_s: float) -> SlurmJobs | ParseFailure:
     lines = text.replace("\r", "").splitlines()
     content = [line for line in lines if line.strip()]
     if not content:
@@ -351,7 +389,24 @@ def parse_squeue(text: str, *, utc_offset_s: float = 0.0) -> SlurmJobs | ParseFa
             return ParseFailure(_SQUEUE_KIND, reason, excerpt(text))
         notes.append("no header line: read as squeue's default columns")
     jobs = [job for row in rows if (job := _job(row, utc_offset_s, notes)) is not None]
+    _note_repeats(jobs, notes)
     return SlurmJobs(tuple(jobs), tuple(notes))
+
+
+def _note_repeats(jobs: Sequence[SlurmJob], notes: list[str]) -> None:
+    """One id twice is two clusters' jobs printed without their CLUSTER lines: say so, since a job of
+    one cluster would otherwise be taken for the other's."""
+    seen: set[str] = set()
+    repeated: list[str] = []
+    for job in jobs:
+        if job.job_id in seen and job.job_id not in repeated:
+            repeated.append(job.job_id)
+        seen.add(job.job_id)
+    if repeated:
+        notes.append(
+            f"job ids listed twice ({', '.join(repeated[:5])}): several clusters' jobs without their"
+            " CLUSTER lines (SLURM_CLUSTERS set, or -M with --noheader)? Jobs of one id may differ"
+        )
 
 
 # --- sinfo -----------------------------------------------------------------------------------------------
@@ -394,7 +449,22 @@ def _nodes(row: Mapping[str, str], utc_offset_s: float, notes: list[str]) -> lis
 
 def parse_sinfo(text: str, *, utc_offset_s: float = 0.0) -> SlurmNodes | ParseFailure:
     """``sinfo -N -h -o SINFO_FORMAT`` (gputop's), or a sinfo table with node names: default, -N, -N -l,
-    -R, custom with a header. A table without a NODELIST column names no node and is refused."""
+    -R, custom with a header. A table without a NODELIST column names no node and is refused. Several
+    clusters' tables (``-M``) are read each on its own."""
+    parts = cluster_parts(text)
+    if len(parts) == 1:
+        return _sinfo_part(parts[0][1], utc_offset_s)
+    each = read_each(parts, lambda part: _sinfo_part(part, utc_offset_s))
+    if isinstance(each, ParseFailure):
+        return each
+    found, notes = each
+    nodes = [node for _, read in found for node in read.nodes]
+    named = [cluster for cluster, _ in parts if cluster]
+    notes.append(f"nodes of {len(named)} cluster(s) ({', '.join(named)}): a name two clusters share is one")
+    return SlurmNodes(merge_nodes(nodes, notes), tuple(notes))
+
+
+def _sinfo_part(text: str, utc_offset_s: float) -> SlurmNodes | ParseFailure:
     lines = text.replace("\r", "").splitlines()
     content = [line for line in lines if line.strip()]
     if not content:
