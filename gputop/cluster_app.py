@@ -141,6 +141,6 @@ def build_cluster_app(
         theme=theme,
         read_only=read_only,
         metric=metric,
-        host_keys_unverified=not cluster.local and not cluster.ssh.verify_host_keys,
+        host_keys_unverified=not cluster.local and cluster.ssh.verify_host_keys is False,
     )
     return GputopApp(settings)

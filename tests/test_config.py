@@ -83,7 +83,7 @@ def test_defaults() -> None:
     assert config.demo == DemoConfig(32, 8, "H100", 42)
     ssh = SshConfig()
     assert (ssh.user, ssh.port, ssh.jump_host, ssh.identity_files) == (None, None, None, ())
-    assert (ssh.config_file, ssh.known_hosts) == ("~/.ssh/config", "~/.ssh/known_hosts")
+    assert (ssh.config_file, ssh.known_hosts) == ("~/.ssh/config", None)  # None: as ssh reads them
     assert (ssh.verify_host_keys, ssh.connect_timeout_s, ssh.max_concurrent_handshakes) == (True, 10, 64)
     assert SlurmConfig() == SlurmConfig(True, "local", 10, 10)
 

@@ -605,7 +605,7 @@ async def test_run_on_a_host_without_slurm_says_so(tmp_path: Path) -> None:
         source = SlurmSource(strange, time.time)
         try:
             state = await source.read_once()
-            assert state.error == f"host key not verifiable for {host}: not in known_hosts, or changed"
+            assert state.error == f"host key not verifiable for {host}: not in {untrusted}, or changed"
             with pytest.raises(ReadFailed, match="host key not verifiable"):
                 await nodes_from_slurm(dataclasses.replace(strange, nodes_from_slurm="all"))
         finally:

@@ -136,6 +136,7 @@ def test_a_thousand_hosts_resolve_quickly(tmp_path: Path) -> None:
 
 
 def settings_with(config_file: Path | None, known_hosts: Path | None) -> LinkSettings:
+    """Verified against ``known_hosts``; without one, not verified."""
     return LinkSettings(
         user=None,
         port=None,
@@ -147,6 +148,7 @@ def settings_with(config_file: Path | None, known_hosts: Path | None) -> LinkSet
         backoff_initial_s=1.0,
         backoff_max_s=5.0,
         expected_gpus=None,
+        host_keys="yes" if known_hosts else "no",
     )
 
 

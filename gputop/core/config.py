@@ -133,8 +133,12 @@ class SshConfig:
     user: str | None = _opt(None, nonempty=True)  # None: ssh config's User, else the local user
     port: int | None = _opt(None, lo=1, hi=65535)  # None: ssh config's Port, else 22
     config_file: str = _opt("~/.ssh/config", nonempty=True)
-    known_hosts: str = _opt("~/.ssh/known_hosts", nonempty=True)
-    verify_host_keys: bool = True
+    # None: as ssh reads them, the ssh_config's UserKnownHostsFile and GlobalKnownHostsFile for the node,
+    # else ~/.ssh/known_hosts and /etc/ssh/ssh_known_hosts (gputop.sources.known_hosts).
+    known_hosts: str | None = _opt(None, nonempty=True)
+    # True: a node's key must be in known_hosts. "accept-new": a node with no key there yet is trusted on
+    # first use and its key recorded; a changed key is refused. False: not verified (flagged everywhere).
+    verify_host_keys: bool | Literal["accept-new"] = True
     identity_files: tuple[str, ...] = _opt((), nonempty=True)
     jump_host: str | None = _opt(None, nonempty=True)  # ProxyJump: [user@]host[:port]
     connect_timeout_s: float = _opt(10.0, lo=0, lo_open=True, hi=300, unit="seconds")
@@ -452,9 +456,16 @@ class _Walker:
     def convert(self, tp: Any, value: Any, path: str, meta: Mapping[str, Any]) -> Any:
         origin = get_origin(tp)
         if origin in (Union, types.UnionType):
-            if value is None:
+            members = [a for a in get_args(tp) if a is not type(None)]
+            if value is None and len(members) < len(get_args(tp)):
                 return None
-            (inner,) = (a for a in get_args(tp) if a is not type(None))
+            if bool in members and len(members) == 2:  # true, false or a word: verify_host_keys
+                if isinstance(value, bool):
+                    return value
+                (words,) = (a for a in members if a is not bool)
+                allowed = ("true", "false", *get_args(words))
+                return self._choice(allowed, value, path, accepted=get_args(words))
+            (inner,) = members
             return self.convert(inner, value, path, meta)
         if isinstance(tp, type) and is_dataclass(tp):
             return self.build(tp, value, path)
@@ -525,8 +536,10 @@ class _Walker:
             return _INVALID
         return value
 
-    def _choice(self, allowed: tuple[Any, ...], value: Any, path: str) -> Any:
-        if isinstance(value, str) and value in allowed:
+    def _choice(
+        self, allowed: tuple[Any, ...], value: Any, path: str, accepted: tuple[Any, ...] | None = None
+    ) -> Any:
+        if isinstance(value, str) and value in (allowed if accepted is None else accepted):
             return value
         shown = repr(value) if isinstance(value, str) else _describe(value)
         self.report(path, f"{shown} is not one of {', '.join(allowed)}{_did_you_mean(value, allowed)}")

@@ -182,7 +182,7 @@ def choose_target(args: argparse.Namespace) -> Target:
         raise CannotCheck(f"gputop: {err}") from None
     timeout_s = args.timeout if args.timeout is not None else default_timeout_s(config, cluster)
     over_ssh = not cluster.local or (cluster.slurm.enabled and cluster.slurm.run_on != "local")
-    verified = cluster.ssh.verify_host_keys if over_ssh else None
+    verified = cluster.ssh.verify_host_keys is not False if over_ssh else None
     return Target(cluster.name, config, sources, clock, timeout_s, is_demo=False, host_keys_verified=verified)
 
 

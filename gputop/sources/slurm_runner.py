@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from gputop.core.parsers.common import as_text
 from gputop.sources.bounded_exec import run_local, run_ssh
-from gputop.sources.known_hosts import SharedKnownHosts
+from gputop.sources.known_hosts import HostKeys
 from gputop.sources.ssh_config_index import SshConfigIndex
 
 if TYPE_CHECKING:
@@ -157,7 +157,7 @@ class SshRunner:
         self._refused: str | None = None  # a failure retrying cannot fix, until a refresh
         # Read once for every reconnect, as the node links do (gputop.sources.ssh_connect).
         self._ssh_config = SshConfigIndex(settings.config_file) if settings.config_file else None
-        self._known_hosts = SharedKnownHosts(settings.known_hosts) if settings.known_hosts else None
+        self._host_keys = HostKeys(settings.host_keys, settings.known_hosts)
 
     def refresh(self) -> None:
         self._refused = None
@@ -174,7 +174,7 @@ class SshRunner:
                 raise RunFailed(self._refused, retry=False)
             try:
                 self._conn = await connect(
-                    self.host, self.settings, ssh_config=self._ssh_config, known_hosts=self._known_hosts
+                    self.host, self.settings, ssh_config=self._ssh_config, host_keys=self._host_keys
                 )
             except asyncio.CancelledError:
                 raise

@@ -29,7 +29,7 @@ from gputop.core.models import (
 from gputop.core.parsers.ib import IbStat
 from gputop.core.parsers.xid import XidLog
 from gputop.sources.commands import CommandSpec, apply_overrides, default_commands
-from gputop.sources.known_hosts import SharedKnownHosts
+from gputop.sources.known_hosts import HostKeys, policy_of
 from gputop.sources.parse_cache import ParseCache
 from gputop.sources.ssh_config_index import SshConfigIndex
 from gputop.sources.ssh_node import LinkSettings, NodeLink
@@ -59,13 +59,14 @@ def link_settings(cluster: ClusterConfig, poll: PollConfig) -> LinkSettings:
         user=ssh.user,
         port=ssh.port,
         config_file=config_file if os.path.exists(config_file) else None,
-        known_hosts=os.path.expanduser(ssh.known_hosts) if ssh.verify_host_keys else None,
+        known_hosts=os.path.expanduser(ssh.known_hosts) if ssh.known_hosts else None,
         identity_files=tuple(os.path.expanduser(p) for p in ssh.identity_files),
         jump_host=ssh.jump_host,
         connect_timeout_s=ssh.connect_timeout_s,
         backoff_initial_s=poll.backoff_initial_s,
         backoff_max_s=poll.backoff_max_s,
         expected_gpus=cluster.gpus_per_node,
+        host_keys=policy_of(ssh.verify_host_keys),
     )
 
 
@@ -97,7 +98,7 @@ class SshSource:
         if self.settings.config_file is not None:
             jumps = (self.settings.jump_host,) if self.settings.jump_host else ()
             self.ssh_config = SshConfigIndex(self.settings.config_file, jumps)
-        known_hosts = SharedKnownHosts(self.settings.known_hosts) if self.settings.known_hosts else None
+        host_keys = HostKeys(self.settings.host_keys, self.settings.known_hosts)
         for name in self.cluster.node_names:
             link = NodeLink(
                 name,
@@ -106,7 +107,7 @@ class SshSource:
                 self.now,
                 handshakes,
                 self.ssh_config,
-                known_hosts,
+                host_keys,
                 self.parse_cache,
             )
             self.links[name] = link

@@ -14,7 +14,7 @@ import socket
 from typing import TYPE_CHECKING, Any
 
 from gputop.core.safe_text import safe_line
-from gputop.sources.known_hosts import SharedKnownHosts
+from gputop.sources.known_hosts import HostKeyRefused, HostKeys
 from gputop.sources.ssh_config_index import SshConfigIndex
 
 if TYPE_CHECKING:
@@ -48,13 +48,13 @@ def connect_options(
     host: str,
     settings: LinkSettings,
     ssh_config: SshConfigIndex | None = None,
-    known_hosts: SharedKnownHosts | None = None,
+    host_keys: HostKeys | None = None,
     *,
     keepalive: bool = True,
 ) -> dict[str, Any]:
     """asyncssh.connect's keyword arguments for ``host``.
 
-    ssh_config, known_hosts: the fleet's, read once and shared; else read for this connection.
+    ssh_config, host_keys: the fleet's, read once and shared; else read for this connection.
     keepalive: send keepalives (without, an ssh_config's ServerAliveInterval still applies)."""
     s = settings
     options: dict[str, Any] = {"connect_timeout": s.connect_timeout_s}
@@ -70,10 +70,8 @@ def connect_options(
         options["config"] = [ssh_config.path_for(host)]
     if ssh_config is None or not ssh_config.sets_ciphers:
         options["encryption_algs"] = list(PREFERRED_CIPHERS)
-    if s.known_hosts is None:
-        options["known_hosts"] = None  # not verified: an explicit config choice the UI flags
-    else:
-        options["known_hosts"] = (known_hosts or SharedKnownHosts(s.known_hosts)).option()
+    keys = host_keys or HostKeys(s.host_keys, s.known_hosts)
+    options.update(keys.connect_options(host, options.get("config")))
     if s.user is not None:
         options["username"] = s.user
     if s.port is not None:
@@ -144,7 +142,7 @@ async def connect(
     settings: LinkSettings,
     *,
     ssh_config: SshConfigIndex | None = None,
-    known_hosts: SharedKnownHosts | None = None,
+    host_keys: HostKeys | None = None,
     handshakes: asyncio.Semaphore | None = None,
     keepalive: bool = True,
 ) -> Any:
@@ -153,7 +151,8 @@ async def connect(
     connect_options."""
     import asyncssh
 
-    options = connect_options(host, settings, ssh_config, known_hosts, keepalive=keepalive)
+    keys = host_keys or HostKeys(settings.host_keys, settings.known_hosts)
+    options = connect_options(host, settings, ssh_config, keys, keepalive=keepalive)
     gate: contextlib.AbstractAsyncContextManager[Any] = (
         handshakes if handshakes is not None else contextlib.nullcontext()
     )
@@ -166,6 +165,13 @@ async def connect(
             raise DnsFailure(host, config_hostname(host, options), err) from None
         except asyncssh.ProtocolError as err:
             raise NotSsh(host, str(err.reason)) from None
+        except asyncssh.HostKeyNotVerifiable:
+            refusal = keys.refusal(host)
+            if refusal is None:
+                user, global_ = keys.files_for(host, options.get("config"))
+                listed = ", ".join(user + global_)
+                refusal = f"host key not verifiable for {host}: not in {listed}, or changed"
+            raise HostKeyRefused(refusal) from None
         except TimeoutError:
             # Something may have answered in another protocol (a web server, SMTP on a wrong port):
             # asyncssh waits for an SSH banner that never comes, and only a look at what was said tells.

@@ -21,10 +21,10 @@ class Failure:
 def describe(error: BaseException, host: str, timeout_s: float | None = None) -> Failure:
     import asyncssh  # the SSH library is only loaded when gputop watches real nodes
 
-    from gputop.sources.known_hosts import KnownHostsMissing
+    from gputop.sources.known_hosts import HostKeyRefused, KnownHostsMissing
     from gputop.sources.ssh_connect import DnsFailure, NotSsh
 
-    if isinstance(error, KnownHostsMissing):
+    if isinstance(error, KnownHostsMissing | HostKeyRefused):
         return Failure(str(error), retry=False)
     if isinstance(error, DnsFailure | NotSsh):
         return Failure(str(error), retry=True)

@@ -23,7 +23,7 @@ from gputop.core.parsers.driver_errors import detect_driver_error
 from gputop.core.parsers.ib import with_failures
 from gputop.sources.bounded_exec import run_ssh
 from gputop.sources.commands import QUERY_GPU_FIELDS, CommandSpec
-from gputop.sources.known_hosts import SharedKnownHosts
+from gputop.sources.known_hosts import HostKeyPolicy, HostKeys
 from gputop.sources.memory_watch import MemoryWatches
 from gputop.sources.metrics_stream import MetricsAssembler, ProcessesByUuid
 from gputop.sources.mig_commands import is_nvidia_smi, strip_sudo
@@ -45,13 +45,14 @@ class LinkSettings:
     user: str | None
     port: int | None
     config_file: str | None  # an ssh_config to honour (Host aliases, User, Port, IdentityFile, ProxyJump)
-    known_hosts: str | None  # None: host keys are not verified (an explicit, flagged config choice)
+    known_hosts: str | None  # the config's file of host keys; None: the ssh_config's, as ssh reads them
     identity_files: tuple[str, ...]
     jump_host: str | None
     connect_timeout_s: float
     backoff_initial_s: float
     backoff_max_s: float
     expected_gpus: int | None
+    host_keys: HostKeyPolicy = "yes"  # "no": not verified (an explicit config choice, flagged everywhere)
 
 
 # How long nvidia-smi may take to print its first line: initialising every GPU takes it seconds on a
@@ -96,12 +97,12 @@ class NodeLink:
         now: Callable[[], float],
         handshakes: asyncio.Semaphore,
         ssh_config: SshConfigIndex | None = None,
-        known_hosts: SharedKnownHosts | None = None,
+        host_keys: HostKeys | None = None,
         parse_cache: ParseCache | None = None,
     ) -> None:
         self.name = name
         self.ssh_config = ssh_config  # the fleet's ssh_config, read once (else asyncssh reads it per connect)
-        self.known_hosts = known_hosts  # likewise the fleet's known_hosts
+        self.host_keys = host_keys  # likewise the fleet's host keys
         self.parse_cache = parse_cache or ParseCache()  # shared by the fleet: one parse per distinct output
         self.settings = settings
         self.commands = dict(commands)
@@ -169,7 +170,7 @@ class NodeLink:
             self.name,
             self.settings,
             ssh_config=self.ssh_config,
-            known_hosts=self.known_hosts,
+            host_keys=self.host_keys,
             handshakes=self.handshakes,
             keepalive=False,  # the metrics stream is this connection's keepalive
         )
