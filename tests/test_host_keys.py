@@ -173,3 +173,34 @@ def test_verify_host_keys_takes_true_false_or_accept_new() -> None:
     assert parse_config(ssh_with("false")).clusters[0].ssh.verify_host_keys is False
     with pytest.raises(ConfigError, match="'maybe' is not one of true, false, accept-new"):
         parse_config(ssh_with("maybe"))
+
+
+def test_a_host_named_by_a_line_asyncssh_skipped_or_hashed_is_not_new(tmp_path: Path) -> None:
+    import base64
+    import hashlib
+    import hmac
+
+    record_to = tmp_path / "known_hosts"
+    key = asyncssh.generate_private_key("ssh-ed25519")
+    blob = key.export_public_key().decode().split()[1]
+    # a key that does not decode: asyncssh skips the line, but the host is on record
+    record_to.write_text(f"gpu001 ssh-ed25519 {blob[:-8]}\n", encoding="ascii")
+    keys = HostKeys("accept-new", str(record_to))
+    assert not _judge(keys, record_to, "gpu001", key)
+    assert "it differs from the key in" in (keys.refusal("gpu001") or "")
+    # a hashed entry (ssh-keygen -H) for the host with another key
+    salt = b"0123456789abcdef0123"
+    digest = hmac.new(salt, b"[gpu002]:2222", hashlib.sha1).digest()
+    hashed = f"|1|{base64.b64encode(salt).decode()}|{base64.b64encode(digest).decode()}"
+    other = asyncssh.generate_private_key("ssh-ed25519").export_public_key().decode().split()[1]
+    record_to.write_text(f"{hashed} ssh-ed25519 {other}\n", encoding="ascii")
+    keys = HostKeys("accept-new", str(record_to))
+    shared = SharedKnownHosts(str(record_to))
+    known = asyncssh.import_known_hosts("")  # parsed before the line was written by someone else
+    where = FirstUse(shared, str(record_to), known, "gpu002")
+    assert not keys.judge_new_key(where, "gpu002", "::1", 2222, key)
+    # the same key written meanwhile by another writer: trusted, and not written twice
+    record_to.write_text(f"gpu003 ssh-ed25519 {blob}\n", encoding="ascii")
+    keys = HostKeys("accept-new", str(record_to))
+    assert keys.judge_new_key(FirstUse(shared, str(record_to), known, "gpu003"), "gpu003", "::1", 22, key)
+    assert record_to.read_text(encoding="ascii") == f"gpu003 ssh-ed25519 {blob}\n"

@@ -20,6 +20,8 @@ in an ssh_config is not read (asyncssh does not know it): ``verify_host_keys`` a
 from __future__ import annotations
 
 import base64
+import hashlib
+import hmac
 import os
 import re
 from collections.abc import Sequence
@@ -28,6 +30,7 @@ from typing import Any, Literal
 
 HostKeyPolicy = Literal["yes", "accept-new", "no"]
 Paths = tuple[str, ...]
+KNOWN_HOSTS_MAX_BYTES = 64 * 1024 * 1024  # read for names: far past any real file, short of memory trouble
 
 DEFAULT_USER_FILES = ("~/.ssh/known_hosts", "~/.ssh/known_hosts2")
 DEFAULT_GLOBAL_FILES = ("/etc/ssh/ssh_known_hosts", "/etc/ssh/ssh_known_hosts2")
@@ -187,15 +190,24 @@ class HostKeys:
         if earlier is not None:
             return self._verdict(where.alias, host, earlier == data, "not the key it showed at first use")
         known, shared = where.known, where.shared
-        listed = known.match(host, addr, wire_port) if hasattr(known, "match") else None
-        if listed is not None and any(listed[:3]):  # host keys, CA keys or revoked keys name this host
+        if not hasattr(known, "match"):  # the files could not be read as a whole: nothing to judge against
+            return self._verdict(where.alias, host, False, f"{', '.join(shared.paths)} could not be read")
+        listed = known.match(host, addr, wire_port)
+        if any(listed[:3]):  # host keys, CA keys or revoked keys name this host
             why = f"it differs from the key in {', '.join(shared.paths)}"
             return self._verdict(where.alias, host, False, why)
+        # Lines asyncssh skipped (a key it cannot decode) or wrote since (another gputop, ssh): a host named
+        # anywhere is not new. Its key there is either this one (trusted, nothing to write) or not.
+        blob = base64.b64encode(data).decode("ascii")
+        named = named_keys(shared.paths, host, wire_port)
+        if named:
+            why = f"it differs from the key in {', '.join(shared.paths)}"
+            return self._verdict(where.alias, host, blob in named, why)
         if not _RECORDABLE_HOST.fullmatch(host):
             return self._verdict(where.alias, host, False, f"{host!r} is not a plain host name to record")
         entry = host if wire_port is None else f"[{host}]:{wire_port}"
         algorithm = key.algorithm.decode("ascii", errors="replace")
-        line = f"{entry} {algorithm} {base64.b64encode(data).decode('ascii')}\n"
+        line = f"{entry} {algorithm} {blob}\n"
         try:
             append_line(where.record_to, line)
         except OSError as err:
@@ -207,8 +219,40 @@ class HostKeys:
 
     def _verdict(self, alias: str, host: str, trusted: bool, why: str) -> bool:
         if not trusted:
-            self._refusals[alias] = f"host key of {host} refused: {why} (a changed key, or a machine between)"
+            who = alias if alias == host else f"{alias} ({host})"
+            self._refusals[alias] = f"host key of {who} refused: {why} (a changed key, or a machine between)"
         return trusted
+
+
+def named_keys(paths: Sequence[str], host: str, port: int | None) -> set[str]:
+    """The key fields (base64) of every line in ``paths`` whose host list names ``host`` itself, plainly
+    or hashed (``|1|salt|hash``), whether or not its key can be decoded."""
+    entry = host if port is None else f"[{host}]:{port}"
+    keys: set[str] = set()
+    for path in paths:
+        try:
+            with open(path, encoding="utf-8", errors="replace") as file:
+                text = file.read(KNOWN_HOSTS_MAX_BYTES)
+        except OSError:
+            continue
+        for line in text.splitlines():
+            fields = line.split()
+            if fields and fields[0].startswith("@"):  # @cert-authority / @revoked: asyncssh matched those
+                continue
+            if len(fields) >= 2 and any(_names(name, entry) for name in fields[0].split(",")):
+                keys.add(fields[2] if len(fields) >= 3 else "")
+    return keys
+
+
+def _names(name: str, entry: str) -> bool:
+    if not name.startswith("|1|"):
+        return name == entry
+    try:
+        _, _, salt, digest = name.split("|", 3)
+        expected = hmac.new(base64.b64decode(salt), entry.encode(), hashlib.sha1).digest()
+        return hmac.compare_digest(expected, base64.b64decode(digest))
+    except (ValueError, TypeError):
+        return False
 
 
 def append_line(path: str, line: str) -> None:
