@@ -227,12 +227,30 @@ async def test_nodes_behind_a_bastion_are_reached_through_proxyjump(
         nodes = await wait_for(source, lambda ns: all(ns[n].gpus for n in behind))
         for name in behind:
             assert {g.uuid for g in nodes[name].gpus} == uuids_on(real_sshd, name)
-            # the node's SSH connection runs inside one to the bastion's port
-            tunnel = source.links[name]._conn._tunnel
-            assert tunnel is not None, name
-            assert tunnel.get_extra_info("peername")[1] == real_sshd.ports[bastion]
+        # every node's SSH connection runs inside one login to the bastion: one TCP connection to its
+        # port (each node's own port has one, which the bastion's sshd opened)
+        assert source.jumps is not None and source.jumps.logins == 1
+        assert tcp_connections_to(real_sshd.ports[bastion]) == 1
+        # the bastion's connection drops: the nodes come back through a new one
+        for conn in list(source.jumps._conns.values()):
+            conn.close()
+        stamps = {n: nodes[n].sampled_at_s or 0 for n in behind}
+        await wait_for(source, lambda ns: all((ns[n].sampled_at_s or 0) > stamps[n] + 1 for n in behind), 30)
+        assert source.jumps.logins == 2
+        assert tcp_connections_to(real_sshd.ports[bastion]) == 1
     finally:
         await source.close()
+
+
+def tcp_connections_to(port: int) -> int:
+    """Established TCP connections from this machine to ``port`` on loopback (from /proc/net/tcp)."""
+    count = 0
+    for line in Path("/proc/net/tcp").read_text(encoding="ascii").splitlines()[1:]:
+        fields = line.split()
+        remote_port = int(fields[2].split(":")[1], 16)
+        if remote_port == port and fields[3] == "01":
+            count += 1
+    return count
 
 
 async def test_an_unreachable_bastion_is_the_nodes_stated_reason(
@@ -306,3 +324,35 @@ async def test_rounds_of_facts_run_in_the_nodes_real_shell_and_the_command_that_
         revived = await shell.run([("sh", "-c", "echo $PPID")], [5.0])
         assert revived.steps[0].status == 0 and revived.steps[0].stdout not in (b"", after.steps[0].stdout)
         shell.close()
+
+
+async def test_a_bastion_is_verified_like_a_node_even_where_its_ssh_config_says_none(
+    real_sshd: RealSshd,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """asyncssh's own ProxyJump reads a bastion's known_hosts from the ssh_config alone, where
+    `UserKnownHostsFile none` turned checking off: the bastion is reached under gputop's rules."""
+    bastion, *behind = real_sshd.nodes
+    config_path = write_config(tmp_path, real_sshd, real_sshd.known_hosts)
+    lax_jumpbox = jump_ssh_config(real_sshd, bastion, behind).replace(
+        f"Host jumpbox\n  HostName 127.0.0.1\n  Port {real_sshd.ports[bastion]}\n",
+        f"Host jumpbox\n  HostName 127.0.0.1\n  Port {real_sshd.ports[bastion]}\n"
+        "  UserKnownHostsFile none\n  GlobalKnownHostsFile none\n",
+        1,
+    )
+    ssh_config = tmp_path / "ssh_config_jump"
+    ssh_config.write_text(lax_jumpbox)
+    text = config_path.read_text()
+    text = text.replace(json.dumps(str(real_sshd.ssh_config)), json.dumps(str(ssh_config)))
+    text = text.replace(f"nodes: {fold_nodes(real_sshd.nodes)}", f"nodes: {fold_nodes(behind)}")
+    text = "".join(line for line in text.splitlines(keepends=True) if "known_hosts:" not in line)
+    config_path.write_text(text)
+    source = source_for(config_path)
+    await source.start()
+    try:
+        nodes = await wait_for(source, lambda ns: all("jumpbox" in (ns[n].error or "") for n in behind))
+        for name in behind:
+            assert "host keys cannot be verified" in (nodes[name].error or ""), nodes[name].error
+            assert not nodes[name].gpus
+    finally:
+        await source.close()

@@ -32,6 +32,7 @@ from gputop.sources.commands import CommandSpec, apply_overrides, default_comman
 from gputop.sources.known_hosts import HostKeys, policy_of
 from gputop.sources.parse_cache import ParseCache
 from gputop.sources.ssh_config_index import SshConfigIndex
+from gputop.sources.ssh_jump import JumpPool
 from gputop.sources.ssh_node import LinkSettings, NodeLink
 
 _V = TypeVar("_V")
@@ -91,6 +92,7 @@ class SshSource:
         self.settings_interval_s = poll.interval_s
         self.ssh_config: SshConfigIndex | None = None
         self.parse_cache = ParseCache()
+        self.jumps: JumpPool | None = None
 
     async def start(self) -> None:
         raise_open_file_limit()
@@ -99,6 +101,7 @@ class SshSource:
             jumps = (self.settings.jump_host,) if self.settings.jump_host else ()
             self.ssh_config = SshConfigIndex(self.settings.config_file, jumps)
         host_keys = HostKeys(self.settings.host_keys, self.settings.known_hosts)
+        self.jumps = JumpPool(self.settings, self.ssh_config, host_keys)
         for name in self.cluster.node_names:
             link = NodeLink(
                 name,
@@ -108,6 +111,7 @@ class SshSource:
                 handshakes,
                 self.ssh_config,
                 host_keys,
+                self.jumps,
                 self.parse_cache,
             )
             self.links[name] = link
@@ -134,6 +138,8 @@ class SshSource:
                 task.cancel()
             _done, pending = await asyncio.wait(pending, timeout=1.0)
         self._tasks.clear()
+        if self.jumps is not None:
+            await self.jumps.close()
         if self.ssh_config is not None:
             self.ssh_config.close()
 

@@ -102,6 +102,7 @@ class SshConfigIndex:
         self._dir: str | None = None
         self._written: dict[str, str] = {}  # digest of a reduced text -> its file
         self.sets_ciphers = False  # whether the file chooses ciphers (then gputop leaves them alone)
+        self._keywords: frozenset[str] | None = None  # every keyword the file uses; None: not read
 
     def path_for(self, host: str) -> str:
         """The file to pass asyncssh for ``host``: a reduced copy, or the original."""
@@ -112,6 +113,14 @@ class SshConfigIndex:
         wanted = self._always | self._by_name.get(host, set())
         wanted.update(i for i, patterns in self._wildcards if self._matches(patterns, host))
         return self._write("".join(self._blocks[i].text for i in sorted(wanted)))
+
+    def may_set(self, *keywords: str) -> bool:
+        """Whether some line of the file may set one of ``keywords`` (lower case) for some host: False
+        only when the file was read and neither they nor an Include appear in it."""
+        self._load_if_changed()
+        if self._keywords is None:
+            return True
+        return not self._keywords.isdisjoint((*keywords, "include"))
 
     def close(self) -> None:
         if self._dir is not None:
@@ -125,6 +134,7 @@ class SshConfigIndex:
             mtime_ns = os.stat(self.path).st_mtime_ns
         except OSError:
             self._blocks, self._mtime_ns = None, None  # asyncssh will say what is wrong with the path
+            self._keywords = None
             return
         if mtime_ns == self._mtime_ns:
             return
@@ -134,9 +144,10 @@ class SshConfigIndex:
             with open(self.path, encoding="utf-8") as f:
                 lines = f.readlines()
         except (OSError, UnicodeDecodeError):
-            self._blocks = None
+            self._blocks, self._keywords = None, None
             return
-        self.sets_ciphers = any(_first_word(line) == "ciphers" for line in lines)
+        self._keywords = frozenset(_first_word(line) for line in lines)
+        self.sets_ciphers = "ciphers" in self._keywords
         self._blocks = self._split(lines) if len(lines) >= SMALL_FILE_LINES else None
 
     def _split(self, lines: list[str]) -> list[_Block] | None:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from gputop.core.safe_text import safe_line
 from gputop.sources.known_hosts import HostKeyRefused, HostKeys
 from gputop.sources.ssh_config_index import SshConfigIndex
+from gputop.sources.ssh_jump import JumpPool
 
 if TYPE_CHECKING:
     from gputop.sources.ssh_node import LinkSettings
@@ -71,15 +72,15 @@ def connect_options(
     if ssh_config is None or not ssh_config.sets_ciphers:
         options["encryption_algs"] = list(PREFERRED_CIPHERS)
     keys = host_keys or HostKeys(s.host_keys, s.known_hosts)
-    options.update(keys.connect_options(host, options.get("config")))
+    # the ssh_config is asked for known_hosts files only where it may name some (else OpenSSH's defaults)
+    names_files = ssh_config is None or ssh_config.may_set("userknownhostsfile", "globalknownhostsfile")
+    options.update(keys.connect_options(host, options.get("config") if names_files else None))
     if s.user is not None:
         options["username"] = s.user
     if s.port is not None:
         options["port"] = s.port
     if s.identity_files:
         options["client_keys"] = list(s.identity_files)
-    if s.jump_host is not None:
-        options["tunnel"] = s.jump_host
     return options
 
 
@@ -99,7 +100,7 @@ class NotSsh(Exception):
         super().__init__(f"{host} answered, but not as an SSH server ({why}): a wrong port or host?")
 
 
-def _config_value(host: str, options: dict[str, Any], key: str) -> object:
+def config_value(host: str, options: dict[str, Any], key: str) -> object:
     paths = options.get("config")
     if not paths:
         return None
@@ -113,14 +114,14 @@ def _config_value(host: str, options: dict[str, Any], key: str) -> object:
 
 def config_hostname(host: str, options: dict[str, Any]) -> str:
     """The HostName the ssh_config gives ``host`` (as asyncssh resolves it), else ``host``."""
-    return str(_config_value(host, options, "Hostname") or host)
+    return str(config_value(host, options, "Hostname") or host)
 
 
 async def first_words(host: str, options: dict[str, Any]) -> str | None:
     """The first line a server sends on the SSH port when it is not an SSH banner; None when it sends
     nothing (or SSH's own) within PROBE_TIMEOUT_S."""
     hostname = config_hostname(host, options)
-    port = int(str(options.get("port") or _config_value(host, options, "Port") or 22))
+    port = int(str(options.get("port") or config_value(host, options, "Port") or 22))
     try:
         reader, writer = await asyncio.wait_for(asyncio.open_connection(hostname, port), PROBE_TIMEOUT_S)
     except (OSError, TimeoutError):
@@ -145,14 +146,43 @@ async def connect(
     host_keys: HostKeys | None = None,
     handshakes: asyncio.Semaphore | None = None,
     keepalive: bool = True,
+    jumps: JumpPool | None = None,
+    jump_chain: tuple[str, ...] = (),
 ) -> Any:
     """An open asyncssh connection to ``host`` (raises what asyncssh raises; see ssh_errors.describe).
     handshakes: a semaphore that bounds how many handshakes are in flight at once; keepalive as in
-    connect_options."""
-    import asyncssh
-
+    connect_options; jumps: the source's bastion connections (else a bastion of this connection's own).
+    jump_chain: the bastions whose connection this is, outermost first (a ProxyJump loop stops)."""
     keys = host_keys or HostKeys(settings.host_keys, settings.known_hosts)
     options = connect_options(host, settings, ssh_config, keys, keepalive=keepalive)
+    own_jumps = jumps is None
+    pool = jumps if jumps is not None else JumpPool(settings, ssh_config, keys)
+    spec = pool.spec_for(host, settings, options)
+    # The bastion before the handshake gate: a node holding a slot while its bastion waits for one could
+    # leave every slot waiting.
+    bastion = await pool.tunnel(spec, jump_chain) if spec is not None else None
+    if bastion is not None:
+        options["tunnel"] = bastion
+    try:
+        conn = await _handshake(host, settings, options, keys, handshakes)
+    except BaseException:
+        if own_jumps and bastion is not None:
+            bastion.close()
+        raise
+    if own_jumps and bastion is not None:
+        conn.set_tunnel(bastion)  # a bastion of this connection alone closes with it
+    return conn
+
+
+async def _handshake(
+    host: str,
+    settings: LinkSettings,
+    options: dict[str, Any],
+    keys: HostKeys,
+    handshakes: asyncio.Semaphore | None,
+) -> Any:
+    import asyncssh
+
     gate: contextlib.AbstractAsyncContextManager[Any] = (
         handshakes if handshakes is not None else contextlib.nullcontext()
     )

@@ -23,10 +23,11 @@ def describe(error: BaseException, host: str, timeout_s: float | None = None) ->
 
     from gputop.sources.known_hosts import HostKeyRefused, KnownHostsMissing
     from gputop.sources.ssh_connect import DnsFailure, NotSsh
+    from gputop.sources.ssh_jump import JumpFailed
 
     if isinstance(error, KnownHostsMissing | HostKeyRefused):
         return Failure(str(error), retry=False)
-    if isinstance(error, DnsFailure | NotSsh):
+    if isinstance(error, DnsFailure | NotSsh | JumpFailed):
         return Failure(str(error), retry=True)
     if isinstance(error, asyncssh.HostKeyNotVerifiable):
         return Failure(f"host key not verifiable for {host}: not in known_hosts, or changed", retry=False)

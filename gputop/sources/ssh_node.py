@@ -31,6 +31,7 @@ from gputop.sources.parse_cache import ParseCache
 from gputop.sources.ssh_config_index import SshConfigIndex
 from gputop.sources.ssh_connect import connect
 from gputop.sources.ssh_errors import Failure, describe
+from gputop.sources.ssh_jump import JumpPool
 
 if TYPE_CHECKING:
     from gputop.sources.ssh_fact_shell import FactShell  # imports asyncssh, which loads only when used
@@ -98,11 +99,13 @@ class NodeLink:
         handshakes: asyncio.Semaphore,
         ssh_config: SshConfigIndex | None = None,
         host_keys: HostKeys | None = None,
+        jumps: JumpPool | None = None,
         parse_cache: ParseCache | None = None,
     ) -> None:
         self.name = name
         self.ssh_config = ssh_config  # the fleet's ssh_config, read once (else asyncssh reads it per connect)
         self.host_keys = host_keys  # likewise the fleet's host keys
+        self.jumps = jumps  # the fleet's bastion connections, one per bastion
         self.parse_cache = parse_cache or ParseCache()  # shared by the fleet: one parse per distinct output
         self.settings = settings
         self.commands = dict(commands)
@@ -171,6 +174,7 @@ class NodeLink:
             self.settings,
             ssh_config=self.ssh_config,
             host_keys=self.host_keys,
+            jumps=self.jumps,
             handshakes=self.handshakes,
             keepalive=False,  # the metrics stream is this connection's keepalive
         )
