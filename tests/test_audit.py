@@ -221,3 +221,14 @@ def test_the_intent_write_is_the_check_that_counts(tmp_path: Path, monkeypatch: 
     with pytest.raises(AuditError, match="No space left on device"):
         audit.intent("drain", ["scontrol"], ["gpu001"], "x")
     assert not log.exists() or log.read_bytes() == b""
+
+
+def test_the_audit_log_follows_xdg_state_home_and_the_demo_keeps_its_own() -> None:
+    from gputop.actions.audit import audit_log_path
+
+    assert audit_log_path(None, {"XDG_STATE_HOME": "/srv/state"}) == "/srv/state/gputop/audit.jsonl"
+    assert audit_log_path(None, {}) == "~/.local/state/gputop/audit.jsonl"
+    assert audit_log_path(None, {"XDG_STATE_HOME": "relative"}) == "~/.local/state/gputop/audit.jsonl"
+    assert audit_log_path("/var/log/g.jsonl", {"XDG_STATE_HOME": "/srv/state"}) == "/var/log/g.jsonl"
+    assert audit_log_path(None, {"XDG_STATE_HOME": "/s"}, demo=True) == "/s/gputop/demo-audit.jsonl"
+    assert audit_log_path("/var/log/g.jsonl", {}, demo=True) == "/var/log/demo-g.jsonl"

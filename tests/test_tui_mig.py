@@ -89,8 +89,8 @@ async def until(pilot: Pilot[None], done: object, tries: int = 200) -> None:
 
 
 def audit(tmp_path: Path) -> list[dict[str, object]]:
-    """The outcome records (each follows its step's intent)."""
-    log = tmp_path / "audit.jsonl"
+    """The outcome records (each follows its step's intent), in the demo's own log."""
+    log = tmp_path / "demo-audit.jsonl"
     lines = log.read_text(encoding="utf-8").splitlines() if log.exists() else []
     records = [json.loads(line) for line in lines]
     intents = [r for r in records if r["phase"] == "intent"]

@@ -77,7 +77,10 @@ async def test_drain_one_node_with_a_nasty_reason_then_resume_it(tmp_path: Path)
         assert dialog.outcome is not None and dialog.outcome.ok, dialog.outcome
         assert text_of(dialog, "#outcome").startswith("done")
         # on disk before the outcome was shown: the intent, then the outcome
-        intent, record = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
+        # the demo's pretend actions are kept apart from the record of real ones
+        assert not (tmp_path / "audit.jsonl").exists()
+        demo_log = (tmp_path / "demo-audit.jsonl").read_text()
+        intent, record = [json.loads(line) for line in demo_log.splitlines()]
         assert (intent["phase"], record["phase"], record["result"]) == ("intent", "outcome", "done")
         assert record["argv"] == [
             "scontrol",
@@ -120,7 +123,7 @@ async def test_drain_one_node_with_a_nasty_reason_then_resume_it(tmp_path: Path)
                 break
         else:
             raise AssertionError("the node was not resumed")
-        assert len((tmp_path / "audit.jsonl").read_text(encoding="utf-8").splitlines()) == 4
+        assert len((tmp_path / "demo-audit.jsonl").read_text(encoding="utf-8").splitlines()) == 4
 
 
 async def test_many_marked_nodes_ask_for_the_count_and_cancel_runs_nothing(tmp_path: Path) -> None:
@@ -148,7 +151,7 @@ async def test_many_marked_nodes_ask_for_the_count_and_cancel_runs_nothing(tmp_p
         await pilot.press("escape")
         await pilot.pause()
         assert not isinstance(app.screen, NodeActionScreen)
-        assert not (tmp_path / "audit.jsonl").exists(), "cancelled: nothing ran, nothing logged"
+        assert not (tmp_path / "demo-audit.jsonl").exists(), "cancelled: nothing ran, nothing logged"
         await pilot.press("asterisk")
         assert table.marked == frozenset(table.order), "* marks every node shown"
         await pilot.press("asterisk")

@@ -28,7 +28,7 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -39,6 +39,21 @@ Result = Literal["done", "failed", "unknown"]
 MIN_FREE_BYTES = 64 * 1024
 OUTPUT_MAX_CHARS = 16_000  # what a command printed, kept in its outcome record
 UNFINISHED_READ_BYTES = 256 * 1024  # how much of the log's end `unfinished` reads
+
+
+def audit_log_path(configured: str | None, environ: Mapping[str, str], *, demo: bool = False) -> str:
+    """Where the audit log is: the configured file, else ``$XDG_STATE_HOME/gputop/audit.jsonl`` (an
+    absolute XDG_STATE_HOME, as the XDG spec requires; else ``~/.local/state``). The demo's pretend actions
+    go to ``demo-audit.jsonl`` beside it, never into the record of real ones."""
+    if configured is not None:
+        path = configured
+    else:
+        state = environ.get("XDG_STATE_HOME", "")
+        path = os.path.join(state if os.path.isabs(state) else "~/.local/state", "gputop", "audit.jsonl")
+    if demo:
+        head, tail = os.path.split(path)
+        path = os.path.join(head, f"demo-{tail}")
+    return path
 
 
 class AuditError(Exception):

@@ -291,7 +291,8 @@ class Config:
     clusters: tuple[ClusterConfig, ...] = ()
     default_cluster: str | None = _opt(None, nonempty=True)
     read_only: bool = False  # removes drain/resume and other dangerous actions from the UI
-    audit_log: str = _opt("~/.local/state/gputop/audit.jsonl", nonempty=True)
+    # None: $XDG_STATE_HOME/gputop/audit.jsonl (gputop.actions.audit.audit_log_path)
+    audit_log: str | None = _opt(None, nonempty=True)
     poll: PollConfig = field(default_factory=PollConfig)
     thresholds: Thresholds = field(default_factory=Thresholds)
     ui: UiConfig = field(default_factory=UiConfig)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -51,6 +52,13 @@ class AppSettings:
     theme_dirs: list[object] = field(default_factory=list)  # None/empty: the packaged and user dirs
     freeze_gc: bool = True
     host_keys_unverified: bool = False  # the config turned host key checking off: the header says so
+
+    @property
+    def audit_log(self) -> str:
+        """The audit log actions write: the config's, or the XDG default; the demo's own file apart."""
+        from gputop.actions.audit import audit_log_path
+
+        return audit_log_path(self.config.audit_log, os.environ, demo=self.is_demo)
 
 
 NOTICE_MAX_CHARS = 2000
@@ -374,7 +382,7 @@ class GputopApp(App[None]):
         """An intent on record with no outcome: an earlier gputop died while the command ran."""
         from gputop.actions.audit import unfinished
 
-        for record in unfinished(self.settings.config.audit_log)[-3:]:
+        for record in unfinished(self.settings.audit_log)[-3:]:
             argv = " ".join(str(word) for word in record.get("argv", []))
             self.notify(
                 f"an action started at {record.get('time')} by {record.get('user')} has no recorded "
@@ -423,7 +431,7 @@ class GputopApp(App[None]):
                 view.snapshot.slurm,
                 self.actor,
                 cluster=self.settings.cluster_name,
-                audit_log=self.settings.config.audit_log,
+                audit_log=self.settings.audit_log,
                 reason=reason,
                 on_done=self._node_action_done,
                 problems={name: view.rows[name].problems for name in nodes if name in view.rows},

@@ -200,7 +200,7 @@ class NodeScreen(GputopScreen):
                 runner=node_runner_for(settings.sources, self.node_name),
                 mig=settings.config.mig,
                 cluster=settings.cluster_name,
-                audit_log=settings.config.audit_log,
+                audit_log=settings.audit_log,
                 refresh=app.action_refresh,
                 demo=settings.is_demo,
                 **options,
