@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 from collections.abc import Mapping, Sequence
 from typing import IO, TYPE_CHECKING, Any
@@ -20,7 +21,9 @@ if TYPE_CHECKING:
 
 NO_CONFIG_HELP = """\
 gputop: no config found. Try the built-in demo cluster:  gputop --demo
-To watch your cluster, write {path} (see config.example.yaml) or pass --config FILE."""
+To watch your cluster, start from the annotated example and edit it:
+  mkdir -p {directory} && gputop config-example > {path}
+or pass --config FILE."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -29,7 +32,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="A terminal dashboard for GPU clusters: every GPU on one screen, Slurm and InfiniBand "
         "beside it, and safe actions from the keyboard.",
         epilog="Other commands (each takes --help): gputop check and gputop snapshot --json (one round "
-        "without the UI, for cron and monitoring), gputop parse, gputop fake-fleet.",
+        "without the UI, for cron and monitoring), gputop parse, gputop fake-fleet, gputop config-example "
+        "(the annotated example config), gputop completion bash|zsh|fish.",
     )
     parser.add_argument("--version", action="version", version=f"gputop {__version__}")
     add_source_arguments(parser)
@@ -104,7 +108,10 @@ Without one (cron, nohup, systemd, a pipe) run one round instead:
 
 def terminal_problem(environ: Mapping[str, str], streams: Sequence[IO[Any]]) -> str | None:
     """Why the dashboard cannot run here (None: it can). Started without a terminal it would draw into
-    a file or a pipe without end, at full speed; TERM=dumb cannot move the cursor at all."""
+    a file or a pipe without end, at full speed; TERM=dumb cannot move the cursor at all. Under `textual
+    serve` the app speaks to a browser through Textual's web driver over pipes: no terminal is needed."""
+    if environ.get("TEXTUAL_DRIVER", "").endswith(":WebDriver"):
+        return None
     for stream in streams:
         try:
             if not stream.isatty():
@@ -129,7 +136,7 @@ def _run_app(app: GputopApp) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
-    if words[:1] in (["parse"], ["fake-fleet"], ["check"], ["snapshot"]):
+    if words[:1] in (["parse"], ["fake-fleet"], ["check"], ["snapshot"], ["config-example"], ["completion"]):
         guard_stdout()  # `gputop check --json | head -c 10`: the status it had, and no traceback
     if words[:1] == ["parse"]:  # subcommands beside the dashboard's flags, which stay as they were
         from gputop.parse_command import main as parse_main
@@ -139,6 +146,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         from gputop.sources.fake_fleet.cli import main as fleet_main
 
         return fleet_main(words[1:])
+    if words[:1] == ["config-example"]:
+        from gputop.config_example import main as example_main
+
+        return example_main(words[1:])
+    if words[:1] == ["completion"]:
+        from gputop.completion import main as completion_main
+
+        return completion_main(words[1:])
     if words[:1] in (["check"], ["snapshot"]):
         from gputop.headless.command import main as headless_main
 
@@ -155,7 +170,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if config is None:
             from gputop.config_file import default_config_path
 
-            print(NO_CONFIG_HELP.format(path=default_config_path(os.environ)), file=sys.stderr)
+            path = default_config_path(os.environ)
+            quoted, directory = shlex.quote(str(path)), shlex.quote(str(path.parent))
+            print(NO_CONFIG_HELP.format(path=quoted, directory=directory), file=sys.stderr)
             return 2
         return _run_cluster(config, args)
     problem = check_demo_args(args)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -83,9 +84,17 @@ def test_help_mentions_demo_and_config(tmp_path: Path) -> None:
 def test_no_config_anywhere_suggests_demo_and_xdg_path(tmp_path: Path) -> None:
     result = gputop(tmp_path)
     lines = assert_clean_failure(result)
-    assert len(lines) == 2
+    assert len(lines) == 4
     assert "gputop --demo" in result.stderr
     assert str(xdg_file(tmp_path)) in result.stderr
+    # the command it suggests works as written, and writes a config gputop reads
+    (suggested,) = [line.strip() for line in lines if "gputop config-example" in line]
+    python = shlex.quote(sys.executable)
+    command = suggested.replace("gputop config-example", f"{python} -m gputop config-example")
+    subprocess.run(["sh", "-c", command], check=True, cwd=tmp_path)
+    from gputop.config_file import load_config
+
+    assert load_config(xdg_file(tmp_path)).clusters
 
 
 def test_no_config_message_names_the_file_that_would_be_read_when_xdg_is_relative(tmp_path: Path) -> None:
@@ -305,3 +314,33 @@ def test_term_dumb_is_refused_with_what_to_set() -> None:
         "TERM=dumb cannot draw a full-screen program (set TERM, e.g. xterm-256color)"
     )
     assert "TERM=(unset)" in (terminal_problem({}, [Tty()]) or "")
+
+
+def test_under_textual_serve_the_web_driver_needs_no_terminal(tmp_path: Path) -> None:
+    """`textual serve "gputop --demo"` runs gputop over pipes with Textual's web driver: it must draw."""
+    import os
+    import select
+    import subprocess
+
+    env = {**os.environ, "TEXTUAL_DRIVER": "textual.drivers.web_driver:WebDriver", "COLUMNS": "120"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "gputop", "--demo"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        cwd=tmp_path,
+    )
+    assert process.stdout is not None and process.stderr is not None
+    drawn = b""
+    deadline = time.monotonic() + 30
+    try:
+        while b"demo" not in drawn and time.monotonic() < deadline and process.poll() is None:
+            if select.select([process.stdout], [], [], 0.5)[0]:
+                drawn += os.read(process.stdout.fileno(), 65536)
+    finally:
+        process.kill()
+        process.wait(10)
+    assert drawn.startswith(b"__GANGLION__"), drawn[:200]  # the web driver's protocol, not a refusal
+    assert b"demo" in drawn
+    assert b"not a terminal" not in process.stderr.read()

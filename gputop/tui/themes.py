@@ -20,6 +20,7 @@ from textual.theme import Theme
 
 from gputop.core.metrics import HEAT_STEPS
 from gputop.core.yaml_limits import TooLarge, check_expansion
+from gputop.packaged import shipped
 
 DEFAULT_THEME = "gputop-dark"
 
@@ -79,15 +80,8 @@ class ThemeError(Exception):
 
 def packaged_theme_dir() -> Path | None:
     """The themes shipped with gputop: inside the package when installed, else the checkout's."""
-    package_root = Path(__file__).resolve().parent.parent
-    installed = package_root / "_themes"
-    if installed.is_dir():
-        return installed
-    checkout = package_root.parent / "themes"
-    # The pyproject check keeps an installed copy from picking up an unrelated site-packages/themes.
-    if checkout.is_dir() and (package_root.parent / "pyproject.toml").is_file():
-        return checkout
-    return None
+    found = shipped("_themes", "themes")
+    return found if found is not None and found.is_dir() else None
 
 
 def user_theme_dir() -> Path:
