@@ -120,9 +120,9 @@ class Terminal:
     """gputop on the demo in a pseudo-terminal of 160x45; what it writes is kept."""
 
     def __init__(self, tmp_path: Path, delay_s: float) -> None:
-        self.audit = tmp_path / "audit.jsonl"
+        self.audit = tmp_path / "demo-audit.jsonl"  # the demo's actions, beside the configured log
         config = tmp_path / "config.yaml"
-        config.write_text(f"audit_log: {json.dumps(str(self.audit))}\n", encoding="utf-8")
+        config.write_text(f"audit_log: {json.dumps(str(tmp_path / 'audit.jsonl'))}\n", encoding="utf-8")
         self.master, slave = pty.openpty()
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 45, 160, 0, 0))
         env = {**os.environ, "TERM": "xterm-256color", "GPUTOP_DEMO_SCONTROL_DELAY_S": str(delay_s)}
@@ -294,14 +294,14 @@ async def test_escape_and_cancel_wait_while_the_command_runs(
         dialog.action_cancel()
         await pilot.pause(0.2)
         assert app.screen is dialog, "closing now would leave the outcome unseen"
-        assert [r["phase"] for r in records(tmp_path / "audit.jsonl")] == ["intent"]
+        assert [r["phase"] for r in records(tmp_path / "demo-audit.jsonl")] == ["intent"]
         release.set()
         for _ in range(100):
             await pilot.pause(0.02)
             if dialog.outcome is not None:
                 break
         assert dialog.outcome is not None and dialog.outcome.ok
-        assert [r["phase"] for r in records(tmp_path / "audit.jsonl")] == ["intent", "outcome"]
+        assert [r["phase"] for r in records(tmp_path / "demo-audit.jsonl")] == ["intent", "outcome"]
         await pilot.press("escape")
         await pilot.pause()
         assert app.screen is not dialog
@@ -309,11 +309,12 @@ async def test_escape_and_cancel_wait_while_the_command_runs(
 
 async def test_a_drain_dialog_says_at_once_that_the_audit_log_cannot_be_written(tmp_path: Path) -> None:
     app = app_with_audit(tmp_path)
-    (tmp_path / "audit.jsonl").mkdir()  # a directory where the log should be
+    (tmp_path / "demo-audit.jsonl").mkdir()  # a directory where the (demo's) log should be
     async with app.run_test(size=SIZE) as pilot:
         dialog = await open_a_drain(pilot, app)
         refused = str(dialog.query_one("#refused").render())
-        assert f"the audit log {tmp_path / 'audit.jsonl'} cannot be written: it is a directory" in refused
+        log = tmp_path / "demo-audit.jsonl"
+        assert f"the audit log {log} cannot be written: it is a directory" in refused
         assert "gputop does not act without a record" in refused
         assert dialog.query_one("#run").disabled
 
@@ -335,5 +336,5 @@ async def test_q_while_the_command_runs_waits_for_its_outcome_then_quits(
                 break
             await asyncio.sleep(0.05)
         assert not app.is_running
-    assert [r["phase"] for r in records(tmp_path / "audit.jsonl")] == ["intent", "outcome"]
+    assert [r["phase"] for r in records(tmp_path / "demo-audit.jsonl")] == ["intent", "outcome"]
     assert app.return_code == 0
