@@ -7,6 +7,7 @@ import os
 import shlex
 import sys
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from gputop import __version__
@@ -24,6 +25,11 @@ gputop: no config found. Try the built-in demo cluster:  gputop --demo
 To watch your cluster, start from the annotated example and edit it:
   mkdir -p {directory} && gputop config-example > {path}
 or pass --config FILE."""
+
+
+def no_config_help(path: Path) -> str:
+    """What to do without a config: the demo, or the example written where gputop looks (shell-quoted)."""
+    return NO_CONFIG_HELP.format(path=shlex.quote(str(path)), directory=shlex.quote(str(path.parent)))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -171,8 +177,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             from gputop.config_file import default_config_path
 
             path = default_config_path(os.environ)
-            quoted, directory = shlex.quote(str(path)), shlex.quote(str(path.parent))
-            print(NO_CONFIG_HELP.format(path=quoted, directory=directory), file=sys.stderr)
+            print(no_config_help(path), file=sys.stderr)
             return 2
         return _run_cluster(config, args)
     problem = check_demo_args(args)

@@ -17,12 +17,12 @@ from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from gputop.cli import (
-    NO_CONFIG_HELP,
     add_source_arguments,
     check_demo_args,
     demo_config,
     load_args_config,
     local_config,
+    no_config_help,
 )
 from gputop.clock import Clock, SystemClock
 from gputop.cluster_app import DEMO_CLUSTER_NAME, LaunchError, choose_cluster, demo_source, sources_for
@@ -174,7 +174,7 @@ def choose_target(args: argparse.Namespace) -> Target:
     if args.local:
         config = local_config(config or Config.default())
     if config is None:
-        raise CannotCheck(NO_CONFIG_HELP.format(path=default_config_path(os.environ)))
+        raise CannotCheck(no_config_help(default_config_path(os.environ)))
     try:
         cluster = choose_cluster(config, args.cluster)
         sources = tuple(sources_for(cluster, config, clock))
