@@ -55,6 +55,13 @@ async def test_at_80x24_the_legend_footer_and_problem_text_fit() -> None:
         )
         for key in ("Open node", "/ Filter", "d Drain", "A Alerts", "? Help", "q Quit"):
             assert key in text, text
+        # no key runs under the command palette's, docked right (a letter of it showed past its end)
+        keys = list(footer.query("FooterKey"))
+        (palette,) = [key for key in keys if key.has_class("-command-palette")]
+        for key in keys:
+            assert key.region.right <= 80, (key.description, key.region)
+            if key is not palette:
+                assert key.region.right <= palette.region.x, (key.description, key.region, palette.region)
         # the problem column keeps enough room to say what is wrong
         lines = table_lines(app.screen.query_one(NodeTable))
         assert any("GPU5 missing" in line for line in lines), lines
