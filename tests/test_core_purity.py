@@ -1,41 +1,112 @@
-"""The core must stay pure: no UI, SSH or NVML imports, and no I/O when it is imported."""
+"""The core stays pure and the layers keep their order, proved over every module rather than a kept list.
 
+- Importing each module under ``gputop.core`` (found by walking the package) does no I/O and loads no UI,
+  SSH, NVML or HTTP library.
+- The import arrows of every module of the package (read from its source, so an import inside a
+  function or under TYPE_CHECKING counts too) follow the layer rules below.
+"""
+
+from __future__ import annotations
+
+import ast
 import subprocess
 import sys
+from pathlib import Path
 
-FORBIDDEN = (
+PACKAGE = Path(__file__).resolve().parents[1] / "gputop"
+
+FORBIDDEN_AT_IMPORT = (
     "textual",
     "rich",
     "asyncssh",
     "pynvml",
     "httpx",
+    "aiohttp",
     "gputop.tui",
     "gputop.sources",
     "gputop.poller",
 )
 
 PROBE = """
-import builtins, io, os, socket, sys
+import builtins, importlib, io, os, pkgutil, socket, sys
+import gputop.core
+names = sorted(m.name for m in pkgutil.walk_packages(gputop.core.__path__, "gputop.core."))
 def refuse(*args, **kwargs):
     raise AssertionError(f"I/O at import: {args[:1]}")
 builtins.open = refuse
 io.open = refuse
 os.listdir = refuse
+os.scandir = refuse
 socket.socket = refuse
-import gputop.core.models, gputop.core.config, gputop.core.health, gputop.core.summary
-import gputop.core.filter, gputop.core.metrics, gputop.core.nodeset, gputop.core.heatmap
-import gputop.core.idle, gputop.core.jobs, gputop.core.job_filter, gputop.core.topology_view
-import gputop.core.interconnect, gputop.core.interconnect_deviations, gputop.core.source_problems
-import gputop.core.mig_layout, gputop.core.mig_plan, gputop.core.mig_preconditions
-import gputop.core
+for name in names:
+    importlib.import_module(name)
+print("\\n".join(names))
+print("--")
 print("\\n".join(sorted(sys.modules)))
 """
 
+# (a layer, the layers it must never import): a module of the first may not import any of the second.
+LAYER_RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("gputop.core", ("gputop.",)),  # the core imports only itself (checked below with that exception)
+    ("gputop.sources", ("gputop.tui", "gputop.cli", "gputop.poller", "gputop.actions", "gputop.headless")),
+    ("gputop.poller", ("gputop.tui", "gputop.cli", "gputop.actions", "gputop.headless")),
+    ("gputop.actions", ("gputop.tui", "gputop.cli", "gputop.headless")),
+    ("gputop.headless", ("gputop.tui",)),
+)
 
-def test_core_imports_no_ui_ssh_or_nvml_and_does_no_io() -> None:
+
+def test_every_core_module_imports_no_ui_ssh_or_nvml_and_does_no_io() -> None:
     done = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
-    loaded = set(done.stdout.split())
-    assert "gputop.core.models" in loaded
-    leaked = sorted(m for m in loaded for f in FORBIDDEN if m == f or m.startswith(f + "."))
+    walked, _, loaded_text = done.stdout.partition("--\n")
+    modules = walked.split()
+    on_disk = {
+        ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts).removesuffix(".__init__")
+        for path in (PACKAGE / "core").rglob("*.py")
+    } - {"gputop.core"}
+    assert set(modules) == on_disk, "every core module is imported by the probe"
+    loaded = set(loaded_text.split())
+    leaked = sorted(m for m in loaded for f in FORBIDDEN_AT_IMPORT if m == f or m.startswith(f + "."))
     assert leaked == [], f"gputop.core pulled in {leaked}"
+
+
+def _module_name(path: Path) -> str:
+    return ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts).removesuffix(".__init__")
+
+
+def _imports(path: Path, module: str) -> set[str]:
+    """Every gputop module ``path`` imports, wherever in the file the import is."""
+    found: set[str] = set()
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                target = f"{base}.{node.module}" if node.module else base
+            else:
+                target = node.module or ""
+            found.add(target)
+            found.update(f"{target}.{alias.name}" for alias in node.names)
+    return {name for name in found if name == "gputop" or name.startswith("gputop.")}
+
+
+def _in(module: str, layer: str) -> bool:
+    return module == layer or module.startswith(layer + ".")
+
+
+def test_the_layers_import_only_downwards() -> None:
+    broken: list[str] = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        module = _module_name(path)
+        for target in sorted(_imports(path, module)):
+            for layer, never in LAYER_RULES:
+                if not _in(module, layer):
+                    continue
+                if layer == "gputop.core":
+                    if not _in(target, "gputop.core") and target != "gputop":
+                        broken.append(f"{module} imports {target} (the core imports only gputop.core)")
+                elif any(_in(target, forbidden) for forbidden in never):
+                    broken.append(f"{module} imports {target} ({layer} never imports it)")
+    assert broken == [], "\n".join(broken)
