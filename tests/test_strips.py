@@ -56,3 +56,23 @@ def test_a_control_character_that_reaches_a_strip_is_never_written_to_the_termin
     assert "\u202e" not in written and "job]2;PWNED" in written and " 31mx" in written
     assert written.startswith("\x1b[1m"), "the strip's own styles are still sent"
     assert strip.cell_length == len("job]2;PWNED 31mx"), "the layout is unchanged: controls take no cells"
+
+
+def test_importing_the_app_changes_nothing_in_textual_making_one_does() -> None:
+    import subprocess
+    import sys
+
+    probe = (
+        "from textual.strip import Strip\n"
+        "from textual.drivers import linux_driver\n"
+        "before = (Strip.divide, Strip.render, linux_driver.WriterThread)\n"
+        "import gputop.tui.app\n"
+        "assert (Strip.divide, Strip.render, linux_driver.WriterThread) == before, 'patched at import'\n"
+        "from gputop.cli import build_demo_app\n"
+        "from gputop.core.config import Config\n"
+        "build_demo_app(Config.default())\n"
+        "assert Strip.divide is not before[0] and Strip.render is not before[1]\n"
+        "assert linux_driver.WriterThread is not before[2]\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr

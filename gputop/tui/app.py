@@ -64,10 +64,6 @@ class AppSettings:
 NOTICE_MAX_CHARS = 2000
 NOTICE_MAX_LINES = 12
 
-patch_strip_divide()
-patch_strip_render()
-terminal_guard.install()
-
 
 class ViewUpdated(Message):
     def __init__(self, view: ClusterView, delta: SnapshotDelta) -> None:
@@ -88,6 +84,12 @@ class GputopApp(App[None]):
     ]
 
     def __init__(self, settings: AppSettings) -> None:
+        # gputop's changes to Textual (a cycle-free Strip.divide, the control-character guard on
+        # Strip.render, the terminal-safe writer) are made when an app is made, not as a side effect of
+        # importing this module; each is idempotent, and all are in place before the driver starts.
+        patch_strip_divide()
+        patch_strip_render()
+        terminal_guard.install()
         self.settings = settings
         self.clock = settings.clock
         self.read_only = settings.read_only or settings.config.read_only
