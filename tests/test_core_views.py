@@ -26,6 +26,7 @@ from gputop.core.models import (
     diff_snapshots,
 )
 from gputop.core.summary import build_view
+from tests.factories import gpu_sample
 
 NOW = 1_800_000_000.0
 T = Thresholds()
@@ -34,25 +35,7 @@ T = Thresholds()
 def gpu(
     index: int, util: float | None = 50.0, temp: float = 60.0, mem_used: float = 1000.0, **kw: object
 ) -> GpuSample:
-    fields: dict[str, object] = dict(
-        index=index,
-        uuid=f"GPU-{index}",
-        name="NVIDIA H100 80GB HBM3",
-        pci_bus_id=None,
-        util_pct=util,
-        mem_util_pct=None,
-        mem_used_mib=mem_used,
-        mem_total_mib=81559.0,
-        temp_c=temp,
-        power_w=300.0,
-        power_limit_w=700.0,
-        sm_clock_mhz=1980.0,
-        sm_clock_max_mhz=1980.0,
-        ecc_uncorrected=0,
-        mig_enabled=False,
-    )
-    fields.update(kw)
-    return GpuSample(**fields)  # type: ignore[arg-type]
+    return gpu_sample(index, util_pct=util, temp_c=temp, mem_used_mib=mem_used, **kw)
 
 
 def node(name: str, gpus: tuple[GpuSample, ...] | None = None, **kw: object) -> NodeSample:

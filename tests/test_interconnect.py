@@ -25,6 +25,7 @@ from gputop.core.interconnect_deviations import (
 )
 from gputop.core.models import GpuSample, IbPort, NodeSample, Reachability, Severity
 from gputop.core.parsers.topo import LinkClass
+from tests.factories import gpu_sample
 from tests.topology_samples import ibstat, nvlink, topo
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -43,8 +44,10 @@ V100 = "Tesla V100-SXM2-32GB"
 
 
 def gpu(index: int, name: str = V100) -> GpuSample:
-    return GpuSample(index, f"GPU-{index}", name, None, 50.0, None, 1000.0, 32768.0, 50.0, 200.0, 300.0,
-                     None, None, 0, False)  # fmt: skip
+    return gpu_sample(
+        index, name=name, mem_total_mib=32768.0, power_w=200.0, power_limit_w=300.0,
+        sm_clock_mhz=None, sm_clock_max_mhz=None,
+    )  # fmt: skip
 
 
 def node(

@@ -26,27 +26,14 @@ from gputop.core.jobs import (
 from gputop.core.models import ClusterSnapshot, GpuSample, NodeSample, Reachability, SlurmJob, SlurmState
 from gputop.core.summary import build_view
 from gputop.sources.simulator import SimulatedCluster
+from tests.factories import gpu_sample
 
 T0 = 1_800_000_000.0
 
 
 def gpu(index: int, util: float | None) -> GpuSample:
-    return GpuSample(
-        index=index,
-        uuid=f"GPU-{index}",
-        name="NVIDIA H100 80GB HBM3",
-        pci_bus_id=None,
-        util_pct=util,
-        mem_util_pct=None,
-        mem_used_mib=1000.0,
-        mem_total_mib=81559.0,
-        temp_c=50.0,
-        power_w=300.0,
-        power_limit_w=700.0,
-        sm_clock_mhz=None,
-        sm_clock_max_mhz=None,
-        ecc_uncorrected=0,
-        mig_enabled=util is None,
+    return gpu_sample(
+        index, util_pct=util, sm_clock_mhz=None, sm_clock_max_mhz=None, mig_enabled=util is None
     )
 
 

@@ -29,6 +29,7 @@ from gputop.core.parsers.mig import (
     parse_lgip,
     parse_lgipp,
 )
+from tests.factories import UNKNOWN_READINGS, gpu_sample
 
 MIG = Path(__file__).parent / "fixtures" / "nvidia-smi-mig"
 
@@ -417,10 +418,7 @@ def test_a_node_not_read_again_is_a_difference() -> None:
 
 
 def _gpu_sample(index: int, mig: bool | None = True, processes: tuple[GpuProcess, ...] = ()) -> GpuSample:
-    unknown = dict.fromkeys(GpuSample._fields[3:14])  # pci_bus_id .. ecc_uncorrected: not needed here
-    return GpuSample(
-        index=index, uuid=f"GPU-{index}", name=A100[0], mig_enabled=mig, processes=processes, **unknown
-    )
+    return gpu_sample(index, name=A100[0], mig_enabled=mig, processes=processes, **UNKNOWN_READINGS)
 
 
 def _node(*gpus: GpuSample, reachability: Reachability = Reachability.OK, **facts: object) -> NodeSample:

@@ -14,6 +14,7 @@ from gputop.core.models import GpuSample, NodeSample, Reachability
 from gputop.core.parsers.gpu_list import GpuList, parse_gpu_list
 from gputop.core.parsers.mig import parse_lci, parse_lgi, parse_lgip, parse_lgipp
 from gputop.tui.widgets.mig_pane import MigPane
+from tests.factories import UNKNOWN_READINGS, gpu_sample
 
 FIXTURES = Path(__file__).parent / "fixtures"
 MODEL = "NVIDIA A100-SXM4-40GB"
@@ -36,8 +37,7 @@ def facts() -> dict[str, object]:
 
 
 def gpu(index: int, mig: bool | None) -> GpuSample:
-    unknown = dict.fromkeys(GpuSample._fields[3:14])  # pci_bus_id .. ecc_uncorrected: not needed here
-    return GpuSample(index=index, uuid=f"GPU-{index}", name=MODEL, mig_enabled=mig, **unknown)
+    return gpu_sample(index, name=MODEL, mig_enabled=mig, **UNKNOWN_READINGS)
 
 
 def node(mig: bool | None = True, errors: dict[str, str] | None = None, **changed: object) -> NodeSample:

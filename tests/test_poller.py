@@ -25,28 +25,13 @@ from gputop.core.summary import ClusterView
 from gputop.poller import Poller
 from gputop.sources.demo import SimulatorSource
 from gputop.sources.simulator import SimulatedCluster
+from tests.factories import gpu_sample
 
 T0 = 1_700_000_000.0
 
 
 def gpu(index: int) -> GpuSample:
-    return GpuSample(
-        index=index,
-        uuid=f"GPU-{index:04d}",
-        name="NVIDIA H100 80GB HBM3",
-        pci_bus_id=None,
-        util_pct=50.0,
-        mem_util_pct=20.0,
-        mem_used_mib=1000.0,
-        mem_total_mib=81559.0,
-        temp_c=50.0,
-        power_w=300.0,
-        power_limit_w=700.0,
-        sm_clock_mhz=1980.0,
-        sm_clock_max_mhz=1980.0,
-        ecc_uncorrected=0,
-        mig_enabled=False,
-    )
+    return gpu_sample(index, uuid=f"GPU-{index:04d}", mem_util_pct=20.0)
 
 
 def node(name: str, sampled_at_s: float | None, gpus: int = 2) -> NodeSample:

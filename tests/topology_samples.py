@@ -10,6 +10,7 @@ from gputop.core.models import GpuSample, NodeSample, Reachability
 from gputop.core.parsers.ib import IbStat, parse_ibstat
 from gputop.core.parsers.nvlink import NvlinkStatus, parse_nvlink
 from gputop.core.parsers.topo import Topology, parse_topo
+from tests.factories import gpu_sample
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SAMPLED_AT_S = 1_800_000_000.0
@@ -76,22 +77,13 @@ def ibstat(text: str) -> IbStat:
 
 
 def gpu(index: int) -> GpuSample:
-    return GpuSample(
-        index=index,
+    return gpu_sample(
+        index,
         uuid=f"GPU-{index:08d}",
-        name="NVIDIA H100 80GB HBM3",
-        pci_bus_id=None,
-        util_pct=50.0,
         mem_util_pct=10.0,
         mem_used_mib=1024.0,
         mem_total_mib=81920.0,
         temp_c=40.0,
-        power_w=300.0,
-        power_limit_w=700.0,
-        sm_clock_mhz=1980.0,
-        sm_clock_max_mhz=1980.0,
-        ecc_uncorrected=0,
-        mig_enabled=False,
     )
 
 
