@@ -9,8 +9,9 @@ Bare `nvidia-smi` is never run: on NVSwitch systems it can hang for 15-20 s.
 from __future__ import annotations
 
 import dataclasses
+import os
 import shlex
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from gputop.core.config import CommandOverride
@@ -128,3 +129,28 @@ def apply_overrides(
             timeout_s=change.timeout_s if change.timeout_s is not None else spec.timeout_s,
         )
     return out
+
+
+# Argv words: how a command line that runs nvidia-smi is told apart, behind `sudo` and its options (a site's
+# command override may say `sudo -n nvidia-smi ...`). Real SSH and the simulators both ask.
+NVIDIA_SMI = "nvidia-smi"
+_SUDO_VALUE_OPTIONS = frozenset(
+    ("-u", "-g", "-p", "-C", "-D", "-r", "-t", "-U", "-T", "--user", "--group", "--prompt", "--chdir")
+)
+
+
+def strip_sudo(argv: Sequence[str]) -> tuple[str, ...]:
+    """``argv`` without a leading ``sudo`` and its options (``sudo -n``, ``sudo -u root --``)."""
+    words = tuple(argv)
+    if not words or os.path.basename(words[0]) != "sudo":
+        return words
+    at = 1
+    while at < len(words) and words[at].startswith("-"):
+        if words[at] == "--":
+            return words[at + 1 :]
+        at += 2 if words[at] in _SUDO_VALUE_OPTIONS else 1
+    return words[at:]
+
+
+def is_nvidia_smi(argv: Sequence[str]) -> bool:
+    return bool(argv) and os.path.basename(argv[0]) == NVIDIA_SMI

@@ -30,7 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Final
 
 from gputop.core.nodeset import expand_nodeset
-from gputop.sources.mig_commands import is_nvidia_smi, strip_sudo
+from gputop.sources.commands import is_nvidia_smi, strip_sudo
 from gputop.sources.simulator import SimulatedCluster
 from gputop.sources.slurm_runner import Completed, RunFailed
 

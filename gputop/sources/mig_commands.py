@@ -15,7 +15,6 @@ Exit statuses are those nvidia-smi(1) documents: 2 a bad argument, 6 nothing fou
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
@@ -39,7 +38,6 @@ from gputop.sources.mig_text import (
     format_lgipp,
 )
 
-NVIDIA_SMI: Final = "nvidia-smi"
 OK: Final = 0
 BAD_ARGUMENT_STATUS: Final = 2
 NOT_FOUND_STATUS: Final = 6
@@ -54,11 +52,6 @@ _STATUS: Final = {
 NO_DEVICES: Final = "No devices were found\n"  # an -i that names no GPU
 INVALID_COMBINATION: Final = "Invalid combination of input arguments. Please run 'nvidia-smi -h' for help.\n"
 ALL_DONE: Final = "All done.\n"
-
-# sudo's options that take a value as the next word.
-_SUDO_VALUE_OPTIONS: Final = frozenset(
-    ("-u", "-g", "-p", "-C", "-D", "-r", "-t", "-U", "-T", "--user", "--group", "--prompt", "--chdir")
-)
 
 # Option word -> (key, takes a value).
 _OPTIONS: Final = {
@@ -113,23 +106,6 @@ class SmiRun:
     stdout: str
     stderr: str = ""
     changed: bool = False  # a GPU's MIG mode or instances changed
-
-
-def strip_sudo(argv: Sequence[str]) -> tuple[str, ...]:
-    """``argv`` without a leading ``sudo`` and its options (``sudo -n``, ``sudo -u root --``)."""
-    words = tuple(argv)
-    if not words or os.path.basename(words[0]) != "sudo":
-        return words
-    at = 1
-    while at < len(words) and words[at].startswith("-"):
-        if words[at] == "--":
-            return words[at + 1 :]
-        at += 2 if words[at] in _SUDO_VALUE_OPTIONS else 1
-    return words[at:]
-
-
-def is_nvidia_smi(argv: Sequence[str]) -> bool:
-    return bool(argv) and os.path.basename(argv[0]) == NVIDIA_SMI
 
 
 def simulates(args: Sequence[str]) -> bool:

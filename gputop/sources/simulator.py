@@ -42,10 +42,11 @@ from gputop.core.models import (
 from gputop.core.parsers.gpu_list import parse_gpu_list
 from gputop.core.parsers.mig import parse_lci, parse_lgi, parse_lgip, parse_lgipp
 from gputop.core.parsers.topo import Topology
+from gputop.sources.commands import is_nvidia_smi, strip_sudo
 from gputop.sources.gpu_models import GpuModel
 from gputop.sources.gpu_models import gpu_model as lookup_gpu_model
 from gputop.sources.hgx_board import board_nvlinks, board_topology
-from gputop.sources.mig_commands import SmiGpu, SmiRun, is_nvidia_smi, run_nvidia_smi, strip_sudo
+from gputop.sources.mig_commands import SmiGpu, SmiRun, run_nvidia_smi
 from gputop.sources.mig_state import GpuMig
 from gputop.sources.mig_tables import MIG_TABLES
 from gputop.sources.mig_text import NO_MIG_DEVICES

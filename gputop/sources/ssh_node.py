@@ -22,11 +22,10 @@ from gputop.core.parsers.common import OUTPUT_MAX_BYTES, ParseFailure, as_text
 from gputop.core.parsers.driver_errors import detect_driver_error
 from gputop.core.parsers.ib import with_failures
 from gputop.sources.bounded_exec import run_ssh
-from gputop.sources.commands import QUERY_GPU_FIELDS, CommandSpec
+from gputop.sources.commands import QUERY_GPU_FIELDS, CommandSpec, is_nvidia_smi, strip_sudo
 from gputop.sources.known_hosts import HostKeyPolicy, HostKeys
 from gputop.sources.memory_watch import MemoryWatches
 from gputop.sources.metrics_stream import MetricsAssembler, ProcessesByUuid
-from gputop.sources.mig_commands import is_nvidia_smi, strip_sudo
 from gputop.sources.parse_cache import ParseCache
 from gputop.sources.ssh_config_index import SshConfigIndex
 from gputop.sources.ssh_connect import connect

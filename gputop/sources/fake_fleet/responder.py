@@ -18,12 +18,18 @@ from typing import Final
 from gputop.core.models import GpuSample, NodeSample, XidEvent
 from gputop.core.parsers.nvlink import NvlinkStatus
 from gputop.core.parsers.topo import Topology
-from gputop.sources.commands import QUERY_GPU_FIELDS, default_commands, metrics_stream
+from gputop.sources.commands import (
+    QUERY_GPU_FIELDS,
+    default_commands,
+    is_nvidia_smi,
+    metrics_stream,
+    strip_sudo,
+)
 from gputop.sources.fact_round import SHELL_COMMAND, parse_script_line, step_output
 from gputop.sources.fake_fleet import formats
 from gputop.sources.fake_fleet.faults import FLOOD_BYTES, OLD_DRIVER_LACKS, Fault, Faults
 from gputop.sources.fake_fleet.topology import topology_text
-from gputop.sources.mig_commands import is_nvidia_smi, simulates, strip_sudo
+from gputop.sources.mig_commands import simulates
 from gputop.sources.mig_text import format_gpu_list
 from gputop.sources.simulator import SimulatedCluster
 
