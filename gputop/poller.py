@@ -1,5 +1,6 @@
-"""The cadence: asks every source for its latest data once per interval, merges the answers into one
-immutable snapshot, derives the view, and hands it to a callback.
+"""The cadence: asks every source for its latest data once per interval, ages and merges the answers into
+one immutable snapshot, has the view stage (gputop.core.view) derive the view, yielding to the UI between
+its slices, and hands the view to a callback.
 
 One long-lived coroutine runs this loop. A tick never overlaps the next (single flight); a source that
 misses its deadline keeps its last good nodes, which then age into STALE and DOWN like any silent node.
@@ -15,15 +16,10 @@ import time
 from collections.abc import Callable, Sequence
 
 from gputop.clock import Clock
-from gputop.core.alerts import AlertBook, FirstLook
+from gputop.core.alerts import AlertBook
 from gputop.core.config import PollConfig, Thresholds
 from gputop.core.health import format_age
-from gputop.core.health_tracker import HealthTracker
-from gputop.core.heatmap import CellCodes, cell_codes
-from gputop.core.idle import IdleTracker
-from gputop.core.interconnect_deviations import InterconnectTracker
-from gputop.core.jobs import job_rows
-from gputop.core.metrics import Metric, heat_scales
+from gputop.core.metrics import Metric
 from gputop.core.models import (
     ClusterSnapshot,
     NodeSample,
@@ -34,13 +30,12 @@ from gputop.core.models import (
     diff_snapshots,
 )
 from gputop.core.nodeset import natural_key
-from gputop.core.summary import ClusterView, NodeRow, derive_rows, summarize
+from gputop.core.summary import ClusterView
+from gputop.core.view import ViewStage
 from gputop.sources.base import Source
 from gputop.yielding import yield_to_ui
 
 log = logging.getLogger(__name__)
-
-DERIVE_CHUNK_NODES = 100
 
 ViewCallback = Callable[[ClusterView, SnapshotDelta], None]
 
@@ -56,6 +51,7 @@ class Poller:
         thresholds: Thresholds,
         on_view: ViewCallback,
         is_demo: bool = False,
+        judge_at_once: bool = False,
     ) -> None:
         self.cluster = cluster
         self.sources = list(sources)
@@ -64,20 +60,8 @@ class Poller:
         self.thresholds = thresholds
         self.on_view = on_view
         self.is_demo = is_demo
-        self.view: ClusterView | None = None
-        # the metric whose map cells each view carries; the UI sets it when the user switches
-        self.cell_metric = Metric.UTIL
-        self.scales = heat_scales(thresholds.temp_warn_c, thresholds.mem_warn_pct, thresholds.power_warn_pct)
+        self.stage = ViewStage(thresholds, interval_s=poll.interval_s, judge_at_once=judge_at_once)
         self.last_tick_cpu_s: float = 0.0
-        # A tick that comes late (a slow source, a suspended laptop) counts as at most two intervals of
-        # idleness, so a pause is never mistaken for a GPU sitting idle.
-        self.interconnect_tracker = InterconnectTracker()
-        self.alert_book = AlertBook()
-        self.first_look = FirstLook()
-        self.health_tracker = HealthTracker(thresholds)
-        self.idle_tracker = IdleTracker(
-            thresholds.idle_util_pct, thresholds.idle_minutes, max_step_s=max(60.0, 2 * poll.interval_s)
-        )
         self._last_results: dict[str, SourceResult] = {}
         self._source_errors: dict[str, str] = {}
         self._tick = 0
@@ -119,18 +103,35 @@ class Poller:
                 with contextlib.suppress(Exception):
                     await source.close()
 
+    # What carries over from tick to tick lives in the view stage; these name its parts for the UI.
+    @property
+    def view(self) -> ClusterView | None:
+        return self.stage.view
+
+    @property
+    def alert_book(self) -> AlertBook:
+        return self.stage.alert_book
+
+    @property
+    def cell_metric(self) -> Metric:
+        return self.stage.cell_metric
+
+    @cell_metric.setter
+    def cell_metric(self, metric: Metric) -> None:
+        self.stage.cell_metric = metric
+
     def replay_history(self) -> None:
-        """Feeds the sources' recent past (the demo's) to the idle and health trackers, oldest first."""
+        """Feeds the sources' recent past (the demo's) to the view stage's trackers, oldest first."""
         for source in self.sources:
             take_history = getattr(source, "take_history", None)
             if take_history is None:
                 continue
-            for taken_at_s, result in take_history():
-                snapshot = ClusterSnapshot.build(
+            self.stage.replay(
+                ClusterSnapshot.build(
                     cluster=self.cluster, taken_at_s=taken_at_s, nodes=result.nodes, slurm=result.slurm
                 )
-                self.idle_tracker.update(snapshot)
-                self.health_tracker.update(snapshot)
+                for taken_at_s, result in take_history()
+            )
 
     async def tick(self) -> ClusterView:
         now_s = self.clock.now()
@@ -152,56 +153,18 @@ class Poller:
             is_demo=self.is_demo,
             tick=self._tick,
         )
-        previous = self.view
-        idle = self.idle_tracker.update(snapshot)
-        interconnect = self.interconnect_tracker.update(snapshot.nodes)
-        health = self.health_tracker.update(snapshot)
+        previous = self.stage.view
         # Each stretch between yields is a few milliseconds at most: a key press waits for one, not
         # for the tick (a key's handling hops through several queues, each of which would wait).
-        await yield_to_ui()
-        rows: dict[str, NodeRow] = {}
-        cells: dict[str, CellCodes] = {}
-        metric = self.cell_metric
-        scale = self.scales[metric]
-        reuse_cells = previous is not None and previous.cells_metric is metric
-        # Derived a slice at a time, yielding between slices: a 1,000-node cluster never holds a key press.
-        for start in range(0, len(snapshot.nodes), DERIVE_CHUNK_NODES):
-            chunk = snapshot.nodes[start : start + DERIVE_CHUNK_NODES]
-            chunk_rows = derive_rows(
-                snapshot,
-                chunk,
-                self.thresholds,
-                previous,
-                idle=idle,
-                interconnect=interconnect,
-                health=health,
-            )
-            for node in chunk:
-                row = chunk_rows[node.name]
-                if reuse_cells and previous is not None and previous.rows.get(node.name) is row:
-                    cells[node.name] = previous.cells[node.name]
-                else:
-                    cells[node.name] = cell_codes(node, row.problems, metric, scale, row.idle_gpu_indices)
-            rows.update(chunk_rows)
+        steps = self.stage.steps(snapshot, tuple(self._source_errors.values()))
+        while True:
+            try:
+                next(steps)
+            except StopIteration as done:
+                view: ClusterView = done.value
+                break
             await yield_to_ui()
-        jobs = job_rows(snapshot, idle, previous.jobs if previous is not None else None)
-        await yield_to_ui()
-        settling = self.first_look.settling(snapshot.nodes, now_s)
-        alerts = self.alert_book.update((p for row in rows.values() for p in row.problems), now_s, settling)
-        view = ClusterView(
-            snapshot=snapshot,
-            rows=rows,
-            summary=summarize(rows.values()),
-            cells=cells,
-            cells_metric=metric,
-            idle=idle,
-            jobs=jobs,
-            source_errors=tuple(self._source_errors.values()),
-            interconnect=interconnect,
-            alerts=alerts,
-        )
         delta = diff_snapshots(previous.snapshot if previous else None, snapshot)
-        self.view = view
         self.last_tick_cpu_s = time.process_time() - cpu_started
         self.on_view(view, delta)
         return view

@@ -9,7 +9,7 @@ import pytest
 from gputop.core.config import Thresholds
 from gputop.core.filter import FilterError, parse_filter
 from gputop.core.health import assess_node, format_age, format_idle
-from gputop.core.idle import IdleGpu, IdleState
+from gputop.core.idle import IdleGpu
 from gputop.core.metrics import HeatScale, Metric, heat_scales
 from gputop.core.models import (
     ClusterSnapshot,
@@ -25,11 +25,17 @@ from gputop.core.models import (
     XidEvent,
     diff_snapshots,
 )
-from gputop.core.summary import build_view
+from gputop.core.summary import NodeRow
+from gputop.core.view import ViewStage
 from tests.factories import gpu_sample
 
 NOW = 1_800_000_000.0
 T = Thresholds()
+
+
+def stage() -> ViewStage:
+    """The one derivation path; a reading over its threshold counts at once, as in one round of check."""
+    return ViewStage(T, interval_s=1.0, judge_at_once=True)
 
 
 def gpu(
@@ -127,7 +133,8 @@ def test_rows_summary_and_reuse() -> None:
         node("gpu003", reachability=Reachability.DOWN, sampled_at_s=None, gpus=()),
     )
     snapshot = ClusterSnapshot.build("c", NOW, nodes)
-    view = build_view(snapshot, T)
+    views = stage()
+    view = views.derive(snapshot)
     row = view.rows["gpu001"]
     assert row.util_mean_pct == 50.0 and row.gpu_count == 8 and row.power_w == 2400.0
     assert view.rows["gpu002"].util_mean_pct is None  # MIG: not reported, not 0
@@ -138,7 +145,7 @@ def test_rows_summary_and_reuse() -> None:
     assert s.alerts_crit >= 1
     # an unchanged OK node keeps its row object; a new sample gets a new row
     nodes2 = (nodes[0], node("gpu002"), nodes[2])
-    view2 = build_view(ClusterSnapshot.build("c", NOW + 1, nodes2), T, view)
+    view2 = views.derive(ClusterSnapshot.build("c", NOW + 1, nodes2))
     assert view2.rows["gpu001"] is row
     assert view2.rows["gpu002"] is not view.rows["gpu002"]
     delta = diff_snapshots(snapshot, view2.snapshot)
@@ -183,14 +190,14 @@ def test_filter_language(text: str, expected: set[str]) -> None:
         jobs=(),
         sampled_at_s=NOW,
     )
-    view = build_view(ClusterSnapshot.build("c", NOW, nodes, slurm), T)
+    view = stage().derive(ClusterSnapshot.build("c", NOW, nodes, slurm))
     node_filter = parse_filter(text)
     assert {r.name for r in view.rows.values() if node_filter(r)} == expected
 
 
 def test_filter_nodeset_term() -> None:
     nodes = tuple(node(f"gpu{i:03d}") for i in range(1, 21))
-    view = build_view(ClusterSnapshot.build("c", NOW, nodes), T)
+    view = stage().derive(ClusterSnapshot.build("c", NOW, nodes))
     node_filter = parse_filter("gpu[001-003,010]")
     assert sorted(r.name for r in view.rows.values() if node_filter(r)) == [
         "gpu001",
@@ -260,55 +267,65 @@ def test_idle_gpus_are_a_warning_that_names_gpu_duration_job_and_user() -> None:
 
 
 def test_rows_carry_idle_problems_and_are_rebuilt_only_when_they_read_differently() -> None:
-    nodes = (node("gpu001"), node("gpu002"))
-    snapshot = ClusterSnapshot.build("c", NOW, nodes)
+    """A job's GPU held idle, through the view stage's own idle tracker: its row says so, is kept while
+    the words stay the same, and is rebuilt when they change."""
+    start = NOW - 12 * 60
+    job = SlurmJob("4812035", "train", "ana", "gpu", "RUNNING", {"gpu001": (3,)}, start_time_s=start - 60)
+    slurm = SlurmState(nodes={}, jobs=(job,), sampled_at_s=start)
+    idle = node("gpu001", tuple(gpu(i, util=0.0 if i == 3 else 50.0) for i in range(8)))
+    busy = node("gpu001")
+    other = node("gpu002")
+    views = stage()
 
-    def state(*gpus: IdleGpu) -> IdleState:
-        return IdleState(NOW, flagged_by_node={"gpu001": gpus} if gpus else {})
+    def at(t: float, gpu001: NodeSample) -> dict[str, NodeRow]:
+        return dict(views.derive(ClusterSnapshot.build("c", t, (gpu001, other), slurm)).rows)
 
-    plain = build_view(snapshot, T)
-    assert plain.rows["gpu001"].idle_gpu_count == 0 and plain.idle is None
-    view = build_view(snapshot, T, plain, idle=state(idle_gpu(3)))
-    row = view.rows["gpu001"]
-    assert row is not plain.rows["gpu001"] and view.rows["gpu002"] is plain.rows["gpu002"]
+    plain = at(start, busy)
+    assert plain["gpu001"].idle_gpu_count == 0
+    for minute in range(13):  # GPU3 at 0 % from start on, seen every minute
+        rows = at(start + 60 * minute, idle)
+    row = rows["gpu001"]
     assert row.idle_gpu_count == 1 and row.severity is Severity.WARN
     assert row.worst_problem == "GPU3 idle 12 min in job 4812035 (ana)"
-    # ten more seconds idle: the text is the same, so is the row
-    same = build_view(snapshot, T, view, idle=state(idle_gpu(3, idle_s=12 * 60 + 10)))
-    assert same.rows["gpu001"] is row
-    # a minute more: the text moves, the row is new
-    later = build_view(snapshot, T, same, idle=state(idle_gpu(3, idle_s=13 * 60)))
-    assert later.rows["gpu001"] is not row and later.rows["gpu001"].worst_problem.startswith(
-        "GPU3 idle 13 min"
-    )
-    # another GPU flagged: new row; flags gone (or no tracker at all): new row without them
-    more = build_view(snapshot, T, later, idle=state(idle_gpu(3, 13 * 60), idle_gpu(4, 13 * 60)))
-    assert more.rows["gpu001"].idle_gpu_count == 2
-    gone = build_view(snapshot, T, more, idle=state())
-    assert gone.rows["gpu001"].problems == () and gone.rows["gpu001"].idle_gpu_count == 0
-    untracked = build_view(snapshot, T, more)
-    assert untracked.rows["gpu001"].problems == ()
-    assert build_view(snapshot, T, untracked).rows["gpu001"] is untracked.rows["gpu001"]
-    assert gone.summary.alerts_warn == 0 and more.summary.alerts_warn == 1
+    assert rows["gpu002"] is plain["gpu002"]  # the other node's row is never rebuilt
+    # ten more seconds idle: the words are the same, so is the row
+    assert at(NOW + 10, idle)["gpu001"] is row
+    # a minute more: the words move, the row is new
+    later = at(NOW + 60, idle)["gpu001"]
+    assert later is not row and later.worst_problem.startswith("GPU3 idle 13 min")
+    # busy again: the flag goes, with its problem
+    view = views.derive(ClusterSnapshot.build("c", NOW + 70, (busy, other), slurm))
+    assert view.rows["gpu001"].problems == () and view.rows["gpu001"].idle_gpu_count == 0
+    assert view.summary.alerts_warn == 0
 
 
-def test_build_view_derives_job_rows() -> None:
+def test_the_view_stage_derives_job_rows() -> None:
     job = SlurmJob("7", "train", "ana", "gpu", "RUNNING", {"gpu001": (0, 1)}, start_time_s=NOW - 60)
     slurm = SlurmState(nodes={}, jobs=(job,), sampled_at_s=NOW)
-    view = build_view(ClusterSnapshot.build("c", NOW, (node("gpu001"),), slurm), T)
+    views = stage()
+    view = views.derive(ClusterSnapshot.build("c", NOW, (node("gpu001"),), slurm))
     assert set(view.jobs) == {"7"} and view.jobs["7"].util_mean_pct == 50.0
-    again = build_view(view.snapshot, T, view)
+    again = views.derive(view.snapshot)
     assert again.jobs["7"] is view.jobs["7"]
-    assert build_view(ClusterSnapshot.build("c", NOW, (node("gpu001"),)), T).jobs == {}
+    assert stage().derive(ClusterSnapshot.build("c", NOW, (node("gpu001"),))).jobs == {}
 
 
 def test_node_filter_idle_term() -> None:
-    nodes = (node("gpu001"), node("gpu002"), node("gpu003"))
-    slurm = SlurmState(nodes={"gpu003": SlurmNode("gpu003", SlurmBaseState.IDLE)}, jobs=(), sampled_at_s=NOW)
-    flagged = {"gpu001": (idle_gpu(0), idle_gpu(1)), "gpu002": (idle_gpu(5),)}
-    view = build_view(
-        ClusterSnapshot.build("c", NOW, nodes, slurm), T, idle=IdleState(NOW, flagged_by_node=flagged)
+    start = NOW - 11 * 60
+    jobs = (
+        SlurmJob("1", "a", "ana", "gpu", "RUNNING", {"gpu001": (0, 1)}, start_time_s=start - 60),
+        SlurmJob("2", "b", "bob", "gpu", "RUNNING", {"gpu002": (5,)}, start_time_s=start - 60),
     )
+    slurm_nodes = {"gpu003": SlurmNode("gpu003", SlurmBaseState.IDLE)}
+    slurm = SlurmState(nodes=slurm_nodes, jobs=jobs, sampled_at_s=start)
+    nodes = (
+        node("gpu001", tuple(gpu(i, util=0.0 if i in (0, 1) else 50.0) for i in range(8))),
+        node("gpu002", tuple(gpu(i, util=0.0 if i == 5 else 50.0) for i in range(8))),
+        node("gpu003"),
+    )
+    views = stage()
+    for minute in range(12):
+        view = views.derive(ClusterSnapshot.build("c", start + 60 * minute, nodes, slurm))
 
     def names(text: str) -> set[str]:
         node_filter = parse_filter(text)

@@ -24,7 +24,7 @@ from gputop.core.jobs import (
     sort_job_rows,
 )
 from gputop.core.models import ClusterSnapshot, GpuSample, NodeSample, Reachability, SlurmJob, SlurmState
-from gputop.core.summary import build_view
+from gputop.core.view import ViewStage
 from gputop.sources.simulator import SimulatedCluster
 from tests.factories import gpu_sample
 
@@ -220,16 +220,16 @@ def test_the_simulated_idle_job_is_flagged_after_ten_minutes() -> None:
     sim = SimulatedCluster(nodes=32, seed=7, start_time_s=T0)
     incident = next(i for i in sim.incidents if i.kind == "idle_job")
     mig = next(i for i in sim.incidents if i.kind == "mig")
-    tracker = IdleTracker(Thresholds().idle_util_pct, Thresholds().idle_minutes)
-    view = None
+    views = ViewStage(Thresholds(), interval_s=30.0)
     flagged_before: frozenset[tuple[str, int]] = frozenset()
     for k in range(23):  # 0 .. 11 min, in the simulator's 30-step catch-ups
         t = T0 + 30.0 * k
         sim.advance_to(t)
         result = sim.result()
         snapshot = ClusterSnapshot.build("demo", t, result.nodes, result.slurm)
-        state = tracker.update(snapshot)
-        view = build_view(snapshot, Thresholds(), view, idle=state)
+        view = views.derive(snapshot)
+        assert view.idle is not None
+        state = view.idle
         if k == 19:
             flagged_before = state.flagged
     assert not any(name == incident.node for name, _ in flagged_before)  # 9.5 min observed: not yet

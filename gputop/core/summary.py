@@ -17,7 +17,7 @@ from gputop.core.health_tracker import GpuFlag, HealthFlags
 from gputop.core.heatmap import CellCodes
 from gputop.core.idle import IdleGpu, IdleState
 from gputop.core.interconnect_deviations import Deviation, FleetInterconnect
-from gputop.core.jobs import JobRow, job_rows
+from gputop.core.jobs import JobRow
 from gputop.core.metrics import Metric
 from gputop.core.models import ClusterSnapshot, NodeSample, Reachability, Severity, SlurmNode, percent
 
@@ -166,33 +166,6 @@ def node_row(
     )
 
 
-def build_view(
-    snapshot: ClusterSnapshot,
-    thresholds: Thresholds,
-    previous: ClusterView | None = None,
-    *,
-    idle: IdleState | None = None,
-    interconnect: FleetInterconnect | None = None,
-    health: HealthFlags | None = None,
-) -> ClusterView:
-    """``idle``: the `IdleTracker`'s state for this snapshot; its flagged GPUs become "idle" problems and
-    the job rows' idle figures. ``interconnect``: the `InterconnectTracker`'s comparison of the nodes'
-    links with their peers'; each deviation becomes a problem of kind "interconnect". ``health``: the
-    `HealthTracker`'s flags for this snapshot (None: every threshold counts at once)."""
-    rows = derive_rows(
-        snapshot, snapshot.nodes, thresholds, previous, idle=idle, interconnect=interconnect, health=health
-    )
-    jobs = job_rows(snapshot, idle, previous.jobs if previous is not None else None)
-    return ClusterView(
-        snapshot=snapshot,
-        rows=rows,
-        summary=summarize(rows.values()),
-        idle=idle,
-        jobs=jobs,
-        interconnect=interconnect,
-    )
-
-
 def derive_rows(
     snapshot: ClusterSnapshot,
     nodes: Iterable[NodeSample],
@@ -203,9 +176,11 @@ def derive_rows(
     interconnect: FleetInterconnect | None = None,
     health: HealthFlags | None = None,
 ) -> dict[str, NodeRow]:
-    """Rows for some of the snapshot's nodes, reusing the previous view's row where nothing changed.
-    Callers that must stay responsive derive a large cluster a slice at a time. ``idle``,
-    ``interconnect`` and ``health`` as in build_view.
+    """Rows for some of the snapshot's nodes, reusing the previous view's row where nothing changed
+    (gputop.core.view derives a large cluster a slice at a time). ``idle``: the `IdleTracker`'s state for
+    this snapshot; its flagged GPUs become "idle" problems. ``interconnect``: the `InterconnectTracker`'s
+    comparison of the nodes' links with their peers'; each deviation becomes a problem of kind
+    "interconnect". ``health``: the `HealthTracker`'s flags (None: every threshold counts at once).
     """
     deviations: Mapping[str, tuple[Deviation, ...]] = interconnect.deviations if interconnect else {}
     slurm_nodes: Mapping[str, SlurmNode] = snapshot.slurm.nodes if snapshot.slurm else {}

@@ -142,12 +142,11 @@ async def _tick(
         thresholds=config.thresholds,
         on_view=lambda _view, _delta: None,
         is_demo=is_demo,
+        judge_at_once=True,  # one round has no past to wait on: a temperature over its threshold now counts
     )
     # What Poller.run does before its first tick: the demo's recent past goes to the idle tracker, so a
     # job holding idle GPUs is named in this one round.
     poller.replay_history()
-    # One round has no past to wait on: a temperature over its threshold now is reported now.
-    poller.health_tracker.sustain_s = 0.0
     view = await poller.tick()
     return view, poller.source_errors
 

@@ -18,7 +18,7 @@ from gputop.actions.actor import Actor, actor_for
 from gputop.actions.execute import ActionOutcome
 from gputop.clock import Clock
 from gputop.core.config import Config
-from gputop.core.metrics import HeatScale, Metric, heat_scales
+from gputop.core.metrics import HeatScale, Metric
 from gputop.core.models import SnapshotDelta
 from gputop.core.node_actions import MAX_REASON_CHARS, NodeAction, folded_reason, reason_template
 from gputop.core.safe_text import safe_block, safe_line
@@ -94,8 +94,6 @@ class GputopApp(App[None]):
         self.clock = settings.clock
         self.read_only = settings.read_only or settings.config.read_only
         self.metric = settings.metric or Metric(settings.config.ui.metric)
-        t = settings.config.thresholds
-        self.scales: dict[Metric, HeatScale] = heat_scales(t.temp_warn_c, t.mem_warn_pct, t.power_warn_pct)
         self.view: ClusterView | None = None
         self.gputop_theme_names: list[str] = []
         self.startup_warnings: list[str] = []
@@ -114,6 +112,8 @@ class GputopApp(App[None]):
             is_demo=settings.is_demo,
         )
         self.poller.cell_metric = self.metric
+        # the view stage's heat scales: the map colours what the core coded, on the same scale
+        self.scales: dict[Metric, HeatScale] = self.poller.stage.scales
         self.actor: Actor | None = None if self.read_only else actor_for(settings.sources)
         self.stopping = Stopping(self)
 

@@ -1,0 +1,121 @@
+"""The one place where a tick's snapshot becomes what the screens show.
+
+`ViewStage` owns what carries over from tick to tick (the idle, interconnect and health trackers, the
+alert book, which nodes gputop has heard in full, the previous view) and turns each snapshot into the
+next `ClusterView`: rows, the map's cell codes for the current metric, the Slurm queue's job rows, the
+alerts and the summary. The poller (cadence, collection, ageing, merging), `gputop check`/`snapshot` and
+the tests all go through it; nothing else derives a view.
+
+`steps` does the work a slice of nodes at a time and yields between slices, so a caller on an event loop
+can let a key press through (a 1,000-node tick is tens of milliseconds); `derive` runs it all at once.
+The core does no I/O and knows no event loop: the caller decides what a yield means.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Iterable
+
+from gputop.core.alerts import AlertBook, FirstLook
+from gputop.core.config import Thresholds
+from gputop.core.health_tracker import HealthTracker
+from gputop.core.heatmap import CellCodes, cell_codes
+from gputop.core.idle import IdleTracker
+from gputop.core.interconnect_deviations import InterconnectTracker
+from gputop.core.jobs import job_rows
+from gputop.core.metrics import Metric, heat_scales
+from gputop.core.models import ClusterSnapshot
+from gputop.core.summary import ClusterView, NodeRow, derive_rows, summarize
+
+DERIVE_CHUNK_NODES = 100  # nodes derived between two yields: a few milliseconds of work
+# A tick that comes late (a slow source, a suspended laptop) counts as at most this many intervals of
+# idleness, so a pause is never mistaken for a GPU sitting idle.
+MAX_IDLE_STEP_INTERVALS = 2
+MIN_IDLE_STEP_S = 60.0
+
+
+class ViewStage:
+    def __init__(self, thresholds: Thresholds, *, interval_s: float, judge_at_once: bool = False) -> None:
+        """interval_s: the poll interval (a late tick counts as at most two of idleness). judge_at_once: a
+        reading over its threshold counts at once, without waiting thresholds.temp_sustain_s (one round
+        of `gputop check` has no past to wait on)."""
+        self.thresholds = thresholds
+        self.scales = heat_scales(thresholds.temp_warn_c, thresholds.mem_warn_pct, thresholds.power_warn_pct)
+        self.cell_metric = Metric.UTIL  # the metric whose map cells each view carries; the UI switches it
+        self.idle_tracker = IdleTracker(
+            thresholds.idle_util_pct,
+            thresholds.idle_minutes,
+            max_step_s=max(MIN_IDLE_STEP_S, MAX_IDLE_STEP_INTERVALS * interval_s),
+        )
+        self.interconnect_tracker = InterconnectTracker()
+        self.health_tracker = HealthTracker(thresholds)
+        if judge_at_once:
+            self.health_tracker.sustain_s = 0.0
+        self.alert_book = AlertBook()
+        self.first_look = FirstLook()
+        self.view: ClusterView | None = None
+
+    def replay(self, history: Iterable[ClusterSnapshot]) -> None:
+        """A source's recent past (the demo's), oldest first, through the trackers that need time."""
+        for snapshot in history:
+            self.idle_tracker.update(snapshot)
+            self.health_tracker.update(snapshot)
+
+    def derive(self, snapshot: ClusterSnapshot, source_errors: tuple[str, ...] = ()) -> ClusterView:
+        """The next view, all at once."""
+        steps = self.steps(snapshot, source_errors)
+        while True:
+            try:
+                next(steps)
+            except StopIteration as done:
+                view: ClusterView = done.value
+                return view
+
+    def steps(
+        self, snapshot: ClusterSnapshot, source_errors: tuple[str, ...] = ()
+    ) -> Generator[None, None, ClusterView]:
+        """The next view, a slice at a time: yields between slices, returns the view (and keeps it as the
+        previous view of the next snapshot)."""
+        previous = self.view
+        idle = self.idle_tracker.update(snapshot)
+        interconnect = self.interconnect_tracker.update(snapshot.nodes)
+        health = self.health_tracker.update(snapshot)
+        yield
+        rows: dict[str, NodeRow] = {}
+        cells: dict[str, CellCodes] = {}
+        metric = self.cell_metric
+        scale = self.scales[metric]
+        previous_cells = previous.cells if previous is not None and previous.cells_metric is metric else None
+        previous_rows = previous.rows if previous is not None else {}
+        thresholds = self.thresholds
+        for start in range(0, len(snapshot.nodes), DERIVE_CHUNK_NODES):
+            chunk = snapshot.nodes[start : start + DERIVE_CHUNK_NODES]
+            chunk_rows = derive_rows(
+                snapshot, chunk, thresholds, previous, idle=idle, interconnect=interconnect, health=health
+            )
+            for node in chunk:
+                row = chunk_rows[node.name]
+                if previous_cells is not None and previous_rows.get(node.name) is row:
+                    cells[node.name] = previous_cells[node.name]  # same row, same metric: same cells
+                else:
+                    cells[node.name] = cell_codes(node, row.problems, metric, scale, row.idle_gpu_indices)
+            rows.update(chunk_rows)
+            yield
+        jobs = job_rows(snapshot, idle, previous.jobs if previous is not None else None)
+        yield
+        now_s = snapshot.taken_at_s
+        settling = self.first_look.settling(snapshot.nodes, now_s)
+        alerts = self.alert_book.update((p for row in rows.values() for p in row.problems), now_s, settling)
+        view = ClusterView(
+            snapshot=snapshot,
+            rows=rows,
+            summary=summarize(rows.values()),
+            cells=cells,
+            cells_metric=metric,
+            idle=idle,
+            jobs=jobs,
+            source_errors=source_errors,
+            interconnect=interconnect,
+            alerts=alerts,
+        )
+        self.view = view
+        return view
