@@ -24,7 +24,7 @@ import random
 import shlex
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, cast
+from typing import Any, Final
 
 from gputop.core.models import (
     GpuProcess,
@@ -38,6 +38,7 @@ from gputop.core.models import (
     SlurmState,
     SourceResult,
     XidEvent,
+    new_gpu_sample,
 )
 from gputop.core.parsers.gpu_list import parse_gpu_list
 from gputop.core.parsers.mig import parse_lci, parse_lgi, parse_lgip, parse_lgipp
@@ -184,8 +185,6 @@ _NOT_RESPONDING_FLAGS: Final = frozenset({"NOT_RESPONDING"})
 _DRAIN_NOT_RESPONDING_FLAGS: Final = _DRAIN_FLAGS | _NOT_RESPONDING_FLAGS
 
 _ROUNDER: Final = 6755399441055744.0  # 1.5 * 2**52: x + it - it rounds x to a whole number
-
-_new_gpu_sample = cast(Callable[[type[GpuSample], tuple[object, ...]], GpuSample], tuple.__new__)
 
 
 def _stream(seed: int, name: str) -> random.Random:
@@ -1400,7 +1399,7 @@ class SimulatedCluster:
         hot_last = len(hot_clock) - 1
         throttle_c = _THROTTLE_C
         hw_c = float(_HW_SLOWDOWN_C)
-        new = _new_gpu_sample
+        new = new_gpu_sample
         cls = GpuSample
         r = _ROUNDER
         out: list[GpuSample] = []

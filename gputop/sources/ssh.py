@@ -25,6 +25,7 @@ from gputop.core.models import (
     Reachability,
     SourceResult,
     XidEvent,
+    gpu_with_processes,
 )
 from gputop.core.parsers.ib import IbStat
 from gputop.core.parsers.xid import XidLog
@@ -164,9 +165,6 @@ class SshSource:
         return sample
 
 
-_PROCESSES_AT = GpuSample._fields.index("processes")
-
-
 def node_sample(link: NodeLink, expected_gpus: int | None) -> NodeSample:
     facts, fact_errors, (ib_ports, ib_failures), xid = _fact_parts(link)
     # The stream's lines were read with the processes joined in, unless the processes changed since
@@ -242,13 +240,8 @@ def _with_processes(
     gpus: tuple[GpuSample, ...], by_uuid: Mapping[str, tuple[GpuProcess, ...]]
 ) -> tuple[GpuSample, ...]:
     """The samples with the processes of ``by_uuid``, where they were read with others."""
-    # Slicing the tuple rather than _replace, which goes through a dict of the fields.
-    at, new = _PROCESSES_AT, tuple.__new__
     return tuple(
-        g
-        if (found := by_uuid.get(g.uuid, ())) == g.processes
-        else new(GpuSample, (*g[:at], found, *g[at + 1 :]))
-        for g in gpus
+        g if (found := by_uuid.get(g.uuid, ())) == g.processes else gpu_with_processes(g, found) for g in gpus
     )
 
 
