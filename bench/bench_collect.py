@@ -3,7 +3,7 @@
     python bench/bench_collect.py [--nodes 1000] [--seconds 60] [--quick] [--profile]
                                   [--no-exec] [--connect-limit S]
 
-The fake fleet (gputop.sources.fake_fleet) runs in a separate process, so the CPU figures are gputop's
+The fake fleet (gputop.sim.fake_fleet) runs in a separate process, so the CPU figures are gputop's
 alone. This process runs the real pipeline without a UI: SshSource (one persistent connection and one
 streaming nvidia-smi per node, the slow facts on their own cadences) under a Poller ticking every second.
 After the streaming phase the same fleet is polled the other common way, one non-streaming
@@ -92,7 +92,7 @@ FLEET_CHILD = r"""
 import asyncio, json, logging, shlex, signal, sys
 logging.getLogger("asyncssh").setLevel(logging.WARNING)
 from gputop.sources.commands import metrics_stream
-from gputop.sources.fake_fleet import responder as R, server as S
+from gputop.sim.fake_fleet import responder as R, server as S
 
 nodes, state_dir, probe_s = int(sys.argv[1]), sys.argv[2], float(sys.argv[3])
 S.raise_open_file_limit()  # a socket per connection (start_fleet raises it too)

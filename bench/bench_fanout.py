@@ -3,7 +3,7 @@
     python bench/bench_fanout.py [--nodes 50] [--rounds 3] [--intervals 1,0.2]
 
 Both sides talk to the same sshd on 127.0.0.1 (one port per node, tests/infra/sshd.py), whose nodes run
-gputop's fake nvidia-smi (gputop.sources.fake_fleet.tool), and both read the same ssh_config.
+gputop's fake nvidia-smi (gputop.sim.fake_fleet.tool), and both read the same ssh_config.
 
 - gputop: SshSource from a gputop config file, metrics stream only (the slow facts are left out, so both
   sides fetch the same thing). "connect" is the one-off time from start to a first sample from every node;

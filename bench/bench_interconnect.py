@@ -31,8 +31,8 @@ from gputop.core.interconnect_deviations import InterconnectTracker, fleet_inter
 from gputop.core.models import GpuSample, IbPort, NodeSample, Reachability
 from gputop.core.parsers.nvlink import NvlinkStatus
 from gputop.core.parsers.topo import Topology, parse_topo
-from gputop.sources.fake_fleet.topology import topology_text
-from gputop.sources.hgx_board import board_nvlinks, board_topology
+from gputop.sim.fake_fleet.topology import topology_text
+from gputop.sim.hgx_board import board_nvlinks, board_topology
 
 GPUS_PER_NODE = 8
 NICS = tuple(f"mlx5_{k}" for k in range(8))

@@ -96,7 +96,7 @@ def demo_config(config: Config, args: argparse.Namespace) -> Config:
 
 
 def check_demo_args(args: argparse.Namespace) -> str | None:
-    from gputop.sources.gpu_models import GPU_MODELS
+    from gputop.sim.gpu_models import GPU_MODELS
 
     if args.demo_nodes is not None and not 1 <= args.demo_nodes <= 5000:
         return f"--demo-nodes {args.demo_nodes}: must be between 1 and 5000"
@@ -149,7 +149,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return parse_main(words[1:])
     if words[:1] == ["fake-fleet"]:
-        from gputop.sources.fake_fleet.cli import main as fleet_main
+        from gputop.sim.fake_fleet.cli import main as fleet_main
 
         return fleet_main(words[1:])
     if words[:1] == ["config-example"]:

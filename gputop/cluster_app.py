@@ -14,8 +14,8 @@ from gputop.core.metrics import Metric
 
 if TYPE_CHECKING:
     from gputop.clock import Clock
+    from gputop.sim.demo import SimulatorSource
     from gputop.sources.base import Source
-    from gputop.sources.demo import SimulatorSource
     from gputop.tui.app import GputopApp
 
 DEMO_CLUSTER_NAME = "demo"
@@ -65,8 +65,8 @@ def demo_source(config: Config, clock: Clock) -> SimulatorSource:
     poller, so GPUs held idle show as idle on the first frame rather than after the configured minutes."""
     import functools
 
-    from gputop.sources.demo import SimulatorSource
-    from gputop.sources.simulator import SILENT_BEFORE_START_S, SimulatedCluster
+    from gputop.sim.demo import SimulatorSource
+    from gputop.sim.simulator import SILENT_BEFORE_START_S, SimulatedCluster
 
     demo = config.demo
     history_s = min(DEMO_HISTORY_MAX_S, config.thresholds.idle_minutes * 60.0 + 60.0)

@@ -69,8 +69,8 @@ def commands() -> list[Command]:
     from gputop.cli import build_parser
     from gputop.core.parsers.registry import registry
     from gputop.headless.command import build_parser as headless_parser
-    from gputop.sources.fake_fleet.cli import build_parser as fleet_parser
-    from gputop.sources.gpu_models import GPU_MODELS
+    from gputop.sim.fake_fleet.cli import build_parser as fleet_parser
+    from gputop.sim.gpu_models import GPU_MODELS
 
     extra = {"--theme": _theme_names(), "--demo-gpu": tuple(GPU_MODELS)}
     builders: list[tuple[str, Callable[[], argparse.ArgumentParser]]] = [

@@ -16,7 +16,7 @@ from textual.widgets import Input
 from gputop.cli import build_demo_app
 from gputop.clock import FrozenClock
 from gputop.core.config import Config
-from gputop.sources.demo import SimulatorSource
+from gputop.sim.demo import SimulatorSource
 from gputop.tui.app import GputopApp
 
 OUT = Path(__file__).resolve().parent.parent / "screenshots"

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gputop.core.models import GpuSample
-from gputop.sources.simulator import SimulatedCluster
+from gputop.sim.simulator import SimulatedCluster
 
 START_S = 1_700_000_000.0
 MIB = 1024 * 1024

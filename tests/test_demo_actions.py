@@ -11,7 +11,7 @@ import pytest
 
 from gputop.core.models import SlurmBaseState, SlurmNode, SlurmState
 from gputop.core.node_actions import NodeAction, NodeActionPlan, plan_node_action
-from gputop.sources.demo_actions import (
+from gputop.sim.demo_actions import (
     INVALID_NODE_NAME,
     INVALID_NODE_STATE,
     NO_CHANGES,
@@ -20,7 +20,7 @@ from gputop.sources.demo_actions import (
     TOO_FEW_ARGUMENTS,
     SimulatedScontrol,
 )
-from gputop.sources.simulator import DRAIN_REASON, SimulatedCluster
+from gputop.sim.simulator import DRAIN_REASON, SimulatedCluster
 from gputop.sources.slurm_runner import Completed, RunFailed, Runner
 
 T0 = 1_700_000_000.0

@@ -35,9 +35,8 @@ from gputop.core.parsers.mig import (
 )
 from gputop.core.parsers.nvlink import GpuLinks, Link, NvlinkStatus, parse_nvlink
 from gputop.core.parsers.topo import parse_topo
-from gputop.sources import mig_text as mig
-from gputop.sources.commands import QUERY_GPU_FIELDS, CommandSpec, default_commands, metrics_stream
-from gputop.sources.fake_fleet import (
+from gputop.sim import mig_text as mig
+from gputop.sim.fake_fleet import (
     NODE_ENV,
     Fault,
     Faults,
@@ -46,9 +45,10 @@ from gputop.sources.fake_fleet import (
     parse_fault_spec,
     run_fleet,
 )
-from gputop.sources.fake_fleet.topology import GpuAffinity, format_topo, topology_text
-from gputop.sources.hgx_board import board_nvlinks, board_topology
-from gputop.sources.simulator import SimulatedCluster
+from gputop.sim.fake_fleet.topology import GpuAffinity, format_topo, topology_text
+from gputop.sim.hgx_board import board_nvlinks, board_topology
+from gputop.sim.simulator import SimulatedCluster
+from gputop.sources.commands import QUERY_GPU_FIELDS, CommandSpec, default_commands, metrics_stream
 from gputop.sources.slurm_runner import SshRunner
 from gputop.sources.ssh import SshSource, link_settings
 
@@ -517,7 +517,7 @@ async def test_faults_for_unknown_nodes_are_refused(tmp_path: Path) -> None:
 
 
 async def test_main_serves_until_interrupted(tmp_path: Path) -> None:
-    code = "import sys; from gputop.sources.fake_fleet.cli import main; sys.exit(main(sys.argv[1:]))"
+    code = "import sys; from gputop.sim.fake_fleet.cli import main; sys.exit(main(sys.argv[1:]))"
     argv = ["--nodes", "3", "--port", "0", "--state-dir", str(tmp_path), "--fault", "gpu002=slow"]
     proc = await asyncio.create_subprocess_exec(
         sys.executable,

@@ -15,10 +15,10 @@ from gputop.cluster_app import build_cluster_app
 from gputop.config_file import load_config
 from gputop.core.parsers.common import ParseFailure
 from gputop.core.parsers.slurm_json import parse_sinfo_json, parse_squeue_json
-from gputop.sources.fake_fleet import run_fleet
-from gputop.sources.fake_fleet.slurm_login import LOGIN_USER, SlurmLogin, fold_indices
-from gputop.sources.fake_fleet.state_dir import LOGIN_HOST
-from gputop.sources.simulator import SimulatedCluster
+from gputop.sim.fake_fleet import run_fleet
+from gputop.sim.fake_fleet.slurm_login import LOGIN_USER, SlurmLogin, fold_indices
+from gputop.sim.fake_fleet.state_dir import LOGIN_HOST
+from gputop.sim.simulator import SimulatedCluster
 from gputop.tui.screens.node_action import NodeActionScreen
 from gputop.tui.widgets.node_table import NodeTable
 from tests.test_tui_real_slurm import run_dialog, wait

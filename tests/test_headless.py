@@ -21,8 +21,8 @@ from gputop.core.models import Severity
 from gputop.core.nodeset import fold_nodes
 from gputop.headless.command import default_timeout_s
 from gputop.headless.verdict import ExitStatus, Finding, status_of
-from gputop.sources.fake_fleet import Fault, Fleet, run_fleet
-from gputop.sources.simulator import SimulatedCluster
+from gputop.sim.fake_fleet import Fault, Fleet, run_fleet
+from gputop.sim.simulator import SimulatedCluster
 
 # Python's start and the imports, plus closing connections: what a round may take beyond its --timeout.
 MARGIN_S = 3.0

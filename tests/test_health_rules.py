@@ -15,7 +15,7 @@ from gputop.core.parsers.query_gpu import throttle_reason_names
 from gputop.core.parsers.xid import parse_xid
 from gputop.core.problem import gpu_verdicts
 from gputop.core.xid_codes import xid_meaning
-from gputop.sources.simulator import SimulatedCluster
+from gputop.sim.simulator import SimulatedCluster
 from tests.test_core_views import NOW, gpu, node
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -11,7 +11,7 @@ from gputop.core.health import assess_node
 from gputop.core.models import IbFailure, NodeSample, Reachability, Severity
 from gputop.core.parsers.common import ParseFailure
 from gputop.core.parsers.ib import IbStat, ibstat_failures, parse_ibstat, with_failures
-from gputop.sources.fake_fleet import Fault, run_fleet
+from gputop.sim.fake_fleet import Fault, run_fleet
 from tests.test_headless import gputop_async, subset_config
 
 FIXTURES = Path(__file__).parent / "fixtures"

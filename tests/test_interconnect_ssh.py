@@ -16,7 +16,7 @@ from gputop.core.interconnect_deviations import fleet_interconnect
 from gputop.core.models import NodeSample
 from gputop.core.parsers.nvlink import NvlinkStatus
 from gputop.core.parsers.topo import Topology
-from gputop.sources.fake_fleet import Fleet, run_fleet
+from gputop.sim.fake_fleet import Fleet, run_fleet
 from gputop.sources.ssh import SshSource
 
 NODES = 16  # the fewest that hold the interconnect incidents besides the others

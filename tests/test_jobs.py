@@ -25,7 +25,7 @@ from gputop.core.jobs import (
 )
 from gputop.core.models import ClusterSnapshot, GpuSample, NodeSample, Reachability, SlurmJob, SlurmState
 from gputop.core.view import ViewStage
-from gputop.sources.simulator import SimulatedCluster
+from gputop.sim.simulator import SimulatedCluster
 from tests.factories import gpu_sample
 
 T0 = 1_800_000_000.0

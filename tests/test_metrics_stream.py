@@ -79,9 +79,9 @@ def test_rows_of_numbers_with_the_right_width_are_garbage_not_gpus() -> None:
 
 
 def test_a_fake_node_printing_garbage_never_shows_a_gpu() -> None:
-    from gputop.sources.fake_fleet.faults import Faults
-    from gputop.sources.fake_fleet.responder import Responder
-    from gputop.sources.simulator import SimulatedCluster
+    from gputop.sim.fake_fleet.faults import Faults
+    from gputop.sim.fake_fleet.responder import Responder
+    from gputop.sim.simulator import SimulatedCluster
 
     cluster = SimulatedCluster(nodes=1, gpus_per_node=8, seed=42, start_time_s=1_800_000_000.0)
     responder = Responder(cluster, Faults({}))

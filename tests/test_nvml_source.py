@@ -12,9 +12,9 @@ import threading
 import pytest
 
 from gputop.core.models import Reachability, SourceResult
+from gputop.sim.simulator import SimulatedCluster, incident_node_indices
 from gputop.sources import nvml as nvml_source
 from gputop.sources.nvml import RETRY_FIRST_S, NvmlSource, throttle_reason_names
-from gputop.sources.simulator import SimulatedCluster, incident_node_indices
 from tests.fake_pynvml import CONSTANTS, ERRORS, MIB, START_S, FakeNvml
 
 NOW = START_S + 30.0

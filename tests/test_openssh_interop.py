@@ -1,6 +1,6 @@
 """The SSH source against a real OpenSSH sshd on loopback, configured the way a user configures gputop.
 
-The nodes' tools are gputop's fake ones (gputop.sources.fake_fleet.tool) behind real sshd sessions, so
+The nodes' tools are gputop's fake ones (gputop.sim.fake_fleet.tool) behind real sshd sessions, so
 what is tested is the part the in-process fleet cannot show: OpenSSH's protocol, its host keys and
 known_hosts lines, an ssh_config read by asyncssh, and commands run by a real shell.
 """

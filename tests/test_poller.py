@@ -23,8 +23,8 @@ from gputop.core.models import (
 )
 from gputop.core.summary import ClusterView
 from gputop.poller import Poller
-from gputop.sources.demo import SimulatorSource
-from gputop.sources.simulator import SimulatedCluster
+from gputop.sim.demo import SimulatorSource
+from gputop.sim.simulator import SimulatedCluster
 from tests.factories import gpu_sample
 
 T0 = 1_700_000_000.0

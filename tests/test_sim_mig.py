@@ -23,11 +23,11 @@ from gputop.core.parsers.mig import (
     parse_lgip,
     parse_lgipp,
 )
+from gputop.sim.demo_actions import SimulatedNodeRunner
+from gputop.sim.gpu_models import GPU_MODELS
+from gputop.sim.mig_tables import MIG_TABLES
+from gputop.sim.simulator import SimulatedCluster
 from gputop.sources.commands import default_commands
-from gputop.sources.demo_actions import SimulatedNodeRunner
-from gputop.sources.gpu_models import GPU_MODELS
-from gputop.sources.mig_tables import MIG_TABLES
-from gputop.sources.simulator import SimulatedCluster
 from gputop.sources.slurm_runner import RunFailed, Runner
 
 T0 = 1_700_000_000.0

@@ -12,8 +12,8 @@ from gputop.core.interconnect_deviations import fleet_interconnect
 from gputop.core.models import GpuSample, NodeSample, SlurmBaseState, SourceResult
 from gputop.core.parsers.nvlink import NvlinkStatus
 from gputop.core.parsers.topo import Topology
-from gputop.sources.gpu_models import GPU_MODELS, gpu_model
-from gputop.sources.simulator import (
+from gputop.sim.gpu_models import GPU_MODELS, gpu_model
+from gputop.sim.simulator import (
     INCIDENT_KINDS,
     MAX_CATCH_UP_STEPS,
     SILENT_BEFORE_START_S,

@@ -33,7 +33,7 @@ from gputop.core.parsers.slurm import (
 )
 from gputop.core.parsers.slurm_checked import SAFE_SINFO_ARGV, SAFE_SQUEUE_ARGV
 from gputop.poller import Poller
-from gputop.sources.fake_fleet import run_fleet
+from gputop.sim.fake_fleet import run_fleet
 from gputop.sources.slurm import (
     PING_ARGV,
     SCONTROL_JSON_NODES_ARGV,

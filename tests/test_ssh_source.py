@@ -16,8 +16,8 @@ from gputop.config_file import load_config
 from gputop.core.config import ClusterConfig, Config, PollConfig
 from gputop.core.models import NodeSample, Reachability
 from gputop.core.parsers.compute_apps import ComputeAppsResult, parse_compute_apps
+from gputop.sim.fake_fleet import Fault, Fleet, run_fleet
 from gputop.sources.commands import CommandSpec, default_commands
-from gputop.sources.fake_fleet import Fault, Fleet, run_fleet
 from gputop.sources.parse_cache import ParseCache
 from gputop.sources.ssh import SshSource, link_settings
 from gputop.sources.ssh_node import NodeLink
@@ -483,7 +483,7 @@ async def test_a_nodes_slow_facts_due_together_run_in_one_round_of_its_fact_shel
 async def test_a_node_whose_shell_does_not_run_the_script_gets_its_facts_one_exec_each(
     fleet: Fleet, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from gputop.sources.fake_fleet import responder
+    from gputop.sim.fake_fleet import responder
 
     monkeypatch.setattr(responder, "_SHELLS", ())  # "sh: 1: exec: not found", as a forced command might
     config = fast(load_config(fleet.config_path))
@@ -571,7 +571,7 @@ async def test_a_fact_that_prints_without_end_is_cut_off_and_said(
 ) -> None:
     """A node whose ibstat prints 17 MiB: gputop keeps at most 16 MiB of a command's output, stops it and
     says so, and the node's other facts and its stream go on."""
-    from gputop.sources.fake_fleet import responder
+    from gputop.sim.fake_fleet import responder
 
     if not in_the_shell:
         monkeypatch.setattr(responder, "_SHELLS", ())

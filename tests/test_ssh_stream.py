@@ -11,8 +11,8 @@ from typing import Any
 import asyncssh
 import pytest
 
+from gputop.sim.fake_fleet import Fault, Faults, Fleet, run_fleet
 from gputop.sources.commands import metrics_stream
-from gputop.sources.fake_fleet import Fault, Faults, Fleet, run_fleet
 from gputop.sources.ssh_stream import StreamSilent, run_line_stream
 
 STREAM = metrics_stream(0.2)

@@ -12,7 +12,7 @@ from textual.widgets import DataTable, Input
 from gputop.clock import FrozenClock
 from gputop.core.metrics import Metric
 from gputop.core.models import Reachability, Severity
-from gputop.sources.demo import SimulatorSource
+from gputop.sim.demo import SimulatorSource
 from gputop.tui.app import GputopApp
 from gputop.tui.screens.dashboard import DashboardScreen
 from gputop.tui.screens.help import HelpScreen

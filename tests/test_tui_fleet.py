@@ -13,7 +13,7 @@ from gputop.cluster_app import build_cluster_app
 from gputop.config_file import load_config
 from gputop.core.models import Reachability
 from gputop.core.summary import ClusterView
-from gputop.sources.fake_fleet import Fault, run_fleet
+from gputop.sim.fake_fleet import Fault, run_fleet
 from gputop.tui.app import GputopApp
 from gputop.tui.screens.node import NodeScreen
 from gputop.tui.widgets.node_table import NodeTable

@@ -11,7 +11,7 @@ import pytest
 from textual.pilot import Pilot
 from textual.widgets import Button, DataTable, Input, OptionList, Static
 
-from gputop.sources.demo import SimulatorSource
+from gputop.sim.demo import SimulatorSource
 from gputop.tui.app import GputopApp
 from gputop.tui.screens.mig_action import MigActionScreen
 from gputop.tui.screens.mig_dialog import MigRepartitionScreen

@@ -12,7 +12,7 @@ from textual.widgets import Button, Input, Static
 
 from gputop.cluster_app import build_cluster_app
 from gputop.config_file import load_config
-from gputop.sources.fake_fleet import Fault, run_fleet
+from gputop.sim.fake_fleet import Fault, run_fleet
 from gputop.tui.app import GputopApp
 from gputop.tui.screens.node_action import NodeActionScreen
 from gputop.tui.screens.queue import QueueScreen

@@ -13,7 +13,7 @@ from gputop.sources.slurm_runner import Runner
 
 if TYPE_CHECKING:
     from gputop.actions.execute import Reread
-    from gputop.sources.demo import SimulatorSource
+    from gputop.sim.demo import SimulatorSource
     from gputop.sources.slurm import SlurmSource
 
 
@@ -28,7 +28,7 @@ class Actor:
 
 def actor_for(sources: Iterable[object]) -> Actor | None:
     """The first source that can act; None where nothing can (no Slurm: drain and resume are refused)."""
-    from gputop.sources.demo import SimulatorSource
+    from gputop.sim.demo import SimulatorSource
     from gputop.sources.slurm import SlurmSource
 
     for source in sources:
@@ -64,7 +64,7 @@ def _slurm_reread(source: SlurmSource) -> Reread:
 
 
 def _demo_actor(source: SimulatorSource) -> Actor:
-    from gputop.sources.demo_actions import SimulatedScontrol
+    from gputop.sim.demo_actions import SimulatedScontrol
 
     async def reread(nodes: tuple[str, ...]) -> Mapping[str, str] | str:
         result = source.cluster.result()

@@ -18,7 +18,7 @@ from gputop.actions.audit import AuditError, AuditLog, Result
 from gputop.sources.slurm_runner import LocalRunner, RunFailed, Runner
 
 if TYPE_CHECKING:
-    from gputop.sources.demo import SimulatorSource
+    from gputop.sim.demo import SimulatorSource
 
 AUDIT_ACTION = "mig"
 # Past the step's own timeout, how long a runner gets to report it in its own words before the step is
@@ -112,7 +112,7 @@ async def _run_one(step: Step, runner: Runner, timeout_s: float) -> tuple[Result
 def node_runner_for(sources: Iterable[object], node: str) -> Runner | None:
     """Where commands for ``node`` run: over SSH with its cluster's settings, here for a local NVML
     cluster, on the simulator in the demo; None where no source reads that node."""
-    from gputop.sources.demo import SimulatorSource
+    from gputop.sim.demo import SimulatorSource
     from gputop.sources.nvml import NvmlSource
     from gputop.sources.ssh import SshSource
 
@@ -129,7 +129,7 @@ def node_runner_for(sources: Iterable[object], node: str) -> Runner | None:
 
 
 def _simulated(source: SimulatorSource, node: str) -> Runner:
-    from gputop.sources.demo_actions import SimulatedNodeRunner
+    from gputop.sim.demo_actions import SimulatedNodeRunner
 
     # Looked up at each command: the simulator is built when its source starts.
     return SimulatedNodeRunner(lambda: source.cluster, node)

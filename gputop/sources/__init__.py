@@ -1,1 +1,1 @@
-"""The I/O boundary: everything that reads a node, Slurm, or the simulator lives here."""
+"""The I/O boundary: everything that reads a real node or Slurm (SSH, NVML, the Slurm commands)."""

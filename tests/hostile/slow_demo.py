@@ -9,7 +9,7 @@ import sys
 from collections.abc import Mapping, Sequence
 
 from gputop.cli import main
-from gputop.sources import demo_actions
+from gputop.sim import demo_actions
 from gputop.sources.slurm_runner import Completed
 
 _answer = demo_actions.SimulatedScontrol.run

@@ -35,7 +35,7 @@ from gputop.actions.mig import run_steps
 from gputop.config_file import load_config
 from gputop.core.mig_plan import ModeStep
 from gputop.core.node_actions import NodeActionPlan, plan_node_action
-from gputop.sources.fake_fleet import Fault, run_fleet
+from gputop.sim.fake_fleet import Fault, run_fleet
 from gputop.sources.slurm_runner import SshRunner
 from gputop.sources.ssh import link_settings
 from gputop.tui.app import GputopApp
@@ -251,7 +251,7 @@ def test_the_terminal_closing_while_a_drain_runs_still_records_its_outcome(
 @pytest.fixture
 def held_scontrol(monkeypatch: pytest.MonkeyPatch) -> asyncio.Event:
     """The demo's scontrol, answering only once the returned event is set."""
-    from gputop.sources import demo_actions
+    from gputop.sim import demo_actions
 
     release = asyncio.Event()
     answer = demo_actions.SimulatedScontrol.run

@@ -21,7 +21,7 @@ from gputop.cluster_app import demo_source
 from gputop.core.config import Config
 from gputop.core.models import NodeSample, SlurmState, SourceResult
 from gputop.core.safe_text import safe_block, safe_line, strip_unsafe
-from gputop.sources.demo import SimulatorSource
+from gputop.sim.demo import SimulatorSource
 from gputop.tui.app import AppSettings, GputopApp
 from gputop.tui.screens.node_action import NodeActionScreen
 from tests.hostile.inputs import TEXTS
@@ -165,7 +165,7 @@ def test_gputop_check_prints_problems_with_escapes_visibly(tmp_path: object) -> 
     script = (
         "import sys, dataclasses\n"
         "from tests.hostile.test_hostile_text_routes import HOSTILE\n"
-        "import gputop.sources.simulator as sim\n"
+        "import gputop.sim.simulator as sim\n"
         "real = sim.SimulatedCluster._slurm_node\n"
         "def hostile(self, i, t):\n"
         "    node = real(self, i, t)\n"

@@ -7,7 +7,7 @@
 Every session is forced through ``node-shell``: it names the node after the port that was dialled (or
 ``$GPUTOP_NODE`` when the port is not a node's), puts wrapper scripts ``nvidia-smi``, ``ibstat`` and
 ``journalctl`` first on PATH and runs the command with /bin/sh. Each wrapper execs this interpreter on
-``gputop.sources.fake_fleet.tool``, which answers as the in-process fake fleet does, from a simulated
+``gputop.sim.fake_fleet.tool``, which answers as the in-process fake fleet does, from a simulated
 cluster every session shares (same node count, seed and start). A node is broken by a line in the faults
 file (`RealSshd.set_faults`), read by the tool at each command and while it streams.
 
@@ -56,7 +56,7 @@ SSHD = "/usr/sbin/sshd"  # sshd re-executes itself, so it must be started by abs
 TEST_USER = "gputop-test"
 MAX_LISTEN_SOCKS = 16  # OpenSSH's compile-time limit of listen sockets per sshd process
 TOOLS = ("nvidia-smi", "ibstat", "journalctl")
-TOOL_MODULE = "gputop.sources.fake_fleet.tool"
+TOOL_MODULE = "gputop.sim.fake_fleet.tool"
 INSTALL_HINT = "apt-get install openssh-server"
 START_TIMEOUT_S = 10.0
 STOP_TIMEOUT_S = 5.0
@@ -95,7 +95,7 @@ class RealSshd:
         return f"[127.0.0.1]:{self.ports[node]} {public_key or self.host_public_key}\n"
 
     def set_faults(self, node: str, *faults: str) -> None:
-        """Replaces ``node``'s faults (gputop.sources.fake_fleet.Fault values); none heals it."""
+        """Replaces ``node``'s faults (gputop.sim.fake_fleet.Fault values); none heals it."""
         lines = [
             line
             for line in read_text(self.faults_file).splitlines()

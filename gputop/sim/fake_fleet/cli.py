@@ -11,10 +11,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from gputop.core.nodeset import fold_nodes
-from gputop.sources.fake_fleet.faults import Fault, Faults, parse_fault_spec
-from gputop.sources.fake_fleet.server import NODE_ENV, Fleet, start_fleet
-from gputop.sources.fake_fleet.state_dir import LOGIN_HOST
-from gputop.sources.gpu_models import GPU_MODELS
+from gputop.sim.fake_fleet.faults import Fault, Faults, parse_fault_spec
+from gputop.sim.fake_fleet.server import NODE_ENV, Fleet, start_fleet
+from gputop.sim.fake_fleet.state_dir import LOGIN_HOST
+from gputop.sim.gpu_models import GPU_MODELS
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -18,6 +18,12 @@ from typing import Final
 from gputop.core.models import GpuSample, NodeSample, XidEvent
 from gputop.core.parsers.nvlink import NvlinkStatus
 from gputop.core.parsers.topo import Topology
+from gputop.sim.fake_fleet import formats
+from gputop.sim.fake_fleet.faults import FLOOD_BYTES, OLD_DRIVER_LACKS, Fault, Faults
+from gputop.sim.fake_fleet.topology import topology_text
+from gputop.sim.mig_commands import simulates
+from gputop.sim.mig_text import format_gpu_list
+from gputop.sim.simulator import SimulatedCluster
 from gputop.sources.commands import (
     QUERY_GPU_FIELDS,
     default_commands,
@@ -26,12 +32,6 @@ from gputop.sources.commands import (
     strip_sudo,
 )
 from gputop.sources.fact_round import SHELL_COMMAND, parse_script_line, step_output
-from gputop.sources.fake_fleet import formats
-from gputop.sources.fake_fleet.faults import FLOOD_BYTES, OLD_DRIVER_LACKS, Fault, Faults
-from gputop.sources.fake_fleet.topology import topology_text
-from gputop.sources.mig_commands import simulates
-from gputop.sources.mig_text import format_gpu_list
-from gputop.sources.simulator import SimulatedCluster
 
 NVIDIA_SMI: Final = "nvidia-smi"
 DRIVER_ERROR_EXIT_STATUS: Final = 15

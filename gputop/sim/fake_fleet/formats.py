@@ -1,7 +1,7 @@
 """Simulator state as the exact text nvidia-smi, ibstat and journalctl print: pure formatting, no I/O.
 
 Layouts follow captured real outputs (separators, padding, tabs, final newlines); the MIG listings and
-``nvidia-smi -L`` (gputop.sources.mig_text) and the topology matrix live in their own modules.
+``nvidia-smi -L`` (gputop.sim.mig_text) and the topology matrix live in their own modules.
 """
 
 from __future__ import annotations

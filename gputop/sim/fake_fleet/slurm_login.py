@@ -18,8 +18,8 @@ from typing import Final
 
 from gputop.core.models import SlurmJob, SlurmNode, SlurmState
 from gputop.core.nodeset import fold_nodes
-from gputop.sources.demo_actions import SimulatedScontrol
-from gputop.sources.simulator import SimulatedCluster
+from gputop.sim.demo_actions import SimulatedScontrol
+from gputop.sim.simulator import SimulatedCluster
 
 LOGIN_USER: Final = "slurm-login"
 CONTROLLER_HOST: Final = "fake-fleet-ctld"

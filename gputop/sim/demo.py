@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Callable
 
 from gputop.core.models import SourceResult
-from gputop.sources.simulator import SimulatedCluster
+from gputop.sim.simulator import SimulatedCluster
 
 HISTORY_STEP_S = 60.0  # a look a minute tells a GPU idle for minutes (the idle tracker counts 60 s whole)
 

@@ -1,6 +1,6 @@
 """One command of one fake node, as a program a real sshd can run:
 
-    GPUTOP_NODE=node03 python -m gputop.sources.fake_fleet.tool nvidia-smi -L
+    GPUTOP_NODE=node03 python -m gputop.sim.fake_fleet.tool nvidia-smi -L
 
 Wrapper scripts named ``nvidia-smi``, ``ibstat`` and ``journalctl`` exec this module with their own name
 and arguments; it answers for the node named by ``$GPUTOP_NODE`` exactly as the in-process fleet would,
@@ -43,9 +43,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from gputop.sources.commands import QUERY_GPU_FIELDS
-from gputop.sources.fake_fleet.faults import Fault, Faults, parse_fault_spec
-from gputop.sources.fake_fleet.responder import (
+from gputop.sim.fake_fleet.faults import Fault, Faults, parse_fault_spec
+from gputop.sim.fake_fleet.responder import (
     ALL_COLUMNS,
     MIN_STREAM_INTERVAL_S,
     NVIDIA_SMI,
@@ -57,7 +56,8 @@ from gputop.sources.fake_fleet.responder import (
     parse_command,
     select_columns,
 )
-from gputop.sources.simulator import SimulatedCluster
+from gputop.sim.simulator import SimulatedCluster
+from gputop.sources.commands import QUERY_GPU_FIELDS
 
 NODE_ENV: Final = "GPUTOP_NODE"  # the same variable the in-process fleet reads
 NODES_ENV: Final = "GPUTOP_FAKE_NODES"
@@ -305,7 +305,7 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
     args = list(sys.argv[1:] if argv is None else argv)
     env = os.environ if environ is None else environ
     if not args or args[0] not in TOOLS:
-        return _fail(f"usage: python -m gputop.sources.fake_fleet.tool {{{','.join(TOOLS)}}} [ARGS...]")
+        return _fail(f"usage: python -m gputop.sim.fake_fleet.tool {{{','.join(TOOLS)}}} [ARGS...]")
     host = env.get(NODE_ENV, "")
     try:
         start_s = float(env.get(START_ENV, "") or int(time.time()))

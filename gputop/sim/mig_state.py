@@ -12,8 +12,8 @@ import uuid
 from dataclasses import dataclass, replace
 from typing import Final
 
-from gputop.sources.mig_tables import CI_PROFILE_IDS, GiProfile, MigTable
-from gputop.sources.mig_text import InstanceRow, PlacementRow, ProfileRow
+from gputop.sim.mig_tables import CI_PROFILE_IDS, GiProfile, MigTable
+from gputop.sim.mig_text import InstanceRow, PlacementRow, ProfileRow
 
 # nvmlErrorString() of the NVML errors these operations meet.
 INSUFFICIENT_RESOURCES: Final = "Insufficient Resources"

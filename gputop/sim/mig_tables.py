@@ -142,7 +142,7 @@ _B200: Final = MigTable(
     ),
 )
 
-# By gputop.sources.gpu_models key.
+# By gputop.sim.gpu_models key.
 MIG_TABLES: Mapping[str, MigTable] = MappingProxyType(
     {"H100": _H100, "H200": _H200, "A100-80GB": _A100_80GB, "A100-40GB": _A100_40GB, "B200": _B200}
 )

@@ -43,14 +43,14 @@ from gputop.core.models import (
 from gputop.core.parsers.gpu_list import parse_gpu_list
 from gputop.core.parsers.mig import parse_lci, parse_lgi, parse_lgip, parse_lgipp
 from gputop.core.parsers.topo import Topology
+from gputop.sim.gpu_models import GpuModel
+from gputop.sim.gpu_models import gpu_model as lookup_gpu_model
+from gputop.sim.hgx_board import board_nvlinks, board_topology
+from gputop.sim.mig_commands import SmiGpu, SmiRun, run_nvidia_smi
+from gputop.sim.mig_state import GpuMig
+from gputop.sim.mig_tables import MIG_TABLES
+from gputop.sim.mig_text import NO_MIG_DEVICES
 from gputop.sources.commands import is_nvidia_smi, strip_sudo
-from gputop.sources.gpu_models import GpuModel
-from gputop.sources.gpu_models import gpu_model as lookup_gpu_model
-from gputop.sources.hgx_board import board_nvlinks, board_topology
-from gputop.sources.mig_commands import SmiGpu, SmiRun, run_nvidia_smi
-from gputop.sources.mig_state import GpuMig
-from gputop.sources.mig_tables import MIG_TABLES
-from gputop.sources.mig_text import NO_MIG_DEVICES
 from gputop.yielding import yield_to_ui
 
 STEP_S: Final = 1.0
@@ -465,7 +465,7 @@ class SimulatedCluster:
 
     def nvidia_smi(self, node: str, argv: Sequence[str]) -> tuple[int, str, str]:
         """Run ``argv`` (``nvidia-smi ...``, perhaps after ``sudo`` and its options) on ``node`` as nvidia-smi
-        would for its MIG command lines (gputop.sources.mig_commands): exit status, standard output,
+        would for its MIG command lines (gputop.sim.mig_commands): exit status, standard output,
         standard error. A change shows in the node's next sample and in its MIG facts. An unknown node, or
         a program other than nvidia-smi, raises ValueError."""
         (i,) = self._indices([node])

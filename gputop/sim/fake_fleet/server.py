@@ -21,8 +21,8 @@ from typing import Any, Final
 
 import asyncssh
 
-from gputop.sources.fake_fleet.faults import Fault, Faults
-from gputop.sources.fake_fleet.responder import (
+from gputop.sim.fake_fleet.faults import Fault, Faults
+from gputop.sim.fake_fleet.responder import (
     NVIDIA_SMI,
     Reply,
     Responder,
@@ -32,14 +32,14 @@ from gputop.sources.fake_fleet.responder import (
     parse_command,
     select_columns,
 )
-from gputop.sources.fake_fleet.slurm_login import LOGIN_USER, SlurmLogin, gres_type
-from gputop.sources.fake_fleet.state_dir import (
+from gputop.sim.fake_fleet.slurm_login import LOGIN_USER, SlurmLogin, gres_type
+from gputop.sim.fake_fleet.state_dir import (
     StateFiles,
     load_or_create_keys,
     write_authorized_keys,
     write_client_files,
 )
-from gputop.sources.simulator import SimulatedCluster
+from gputop.sim.simulator import SimulatedCluster
 
 # nvidia-smi's exit status for a query it refuses (an unknown field)
 QUERY_REFUSED_EXIT_STATUS: Final = 2

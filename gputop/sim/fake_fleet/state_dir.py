@@ -15,7 +15,7 @@ from pathlib import Path
 import asyncssh
 
 from gputop.core.nodeset import fold_nodes
-from gputop.sources.fake_fleet.slurm_login import LOGIN_USER
+from gputop.sim.fake_fleet.slurm_login import LOGIN_USER
 
 CLUSTER_NAME = "fake-fleet"
 LOGIN_HOST = "fake-fleet-login"  # the ssh_config alias of the fleet's Slurm login node

@@ -30,8 +30,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Final
 
 from gputop.core.nodeset import expand_nodeset
+from gputop.sim.simulator import SimulatedCluster
 from gputop.sources.commands import is_nvidia_smi, strip_sudo
-from gputop.sources.simulator import SimulatedCluster
 from gputop.sources.slurm_runner import Completed, RunFailed
 
 WHERE: Final = "demo"

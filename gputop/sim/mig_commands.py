@@ -4,7 +4,7 @@ ID[:START],... [-C]``, ``mig -dci``, ``mig -dgi``, with ``-i``, ``-gi``, ``-ci``
 nvidia-smi's lines and exit statuses. Long option names and ``--option=value`` are taken too.
 
 The lines are those of real runs: NVIDIA's MIG User Guide and the real sessions named in
-``gputop.sources.mig_tables`` (creating, destroying, "Insufficient Resources"), the RTX PRO 6000 hands-on
+``gputop.sim.mig_tables`` (creating, destroying, "Insufficient Resources"), the RTX PRO 6000 hands-on
 article of tests/fixtures/PROVENANCE.md (``-dgi`` while compute instances remain: "In use by another
 client"), gpu-operator#118 and the MIG guide (the mode change a busy GPU leaves pending). Cases without a
 capture use the nearest real line, each saying so. nvidia-smi prints them on standard output, as every
@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from gputop.sources.mig_state import (
+from gputop.sim.mig_state import (
     IN_USE,
     INSUFFICIENT_RESOURCES,
     INVALID_ARGUMENT,
@@ -27,7 +27,7 @@ from gputop.sources.mig_state import (
     GpuInstance,
     GpuMig,
 )
-from gputop.sources.mig_text import (
+from gputop.sim.mig_text import (
     NO_COMPUTE_INSTANCES,
     NO_GPU_INSTANCES,
     NO_MIG_DEVICES,
