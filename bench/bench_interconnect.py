@@ -27,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_report import Row, cpu_model, print_table
 
+from gputop.core.facts import NodeFacts, Reading
 from gputop.core.interconnect_deviations import InterconnectTracker, fleet_interconnect
 from gputop.core.models import GpuSample, IbPort, NodeSample, Reachability
 from gputop.core.parsers.nvlink import NvlinkStatus
@@ -47,7 +48,7 @@ _D = TypeVar("_D")
 @dataclasses.dataclass
 class Fleet:
     names: tuple[str, ...]
-    facts: list[dict[str, object]]
+    facts: list[NodeFacts]
     ports: list[tuple[IbPort, ...]]
     parsed_topologies: list[Topology]  # equal values, an object each, as parsed without a parse cache
 
@@ -59,7 +60,7 @@ class Fleet:
             gpus = tuple(_gpu(k, float(n % 100)) for k in range(GPUS_PER_NODE))
             facts = self.facts[i]
             if own_topologies:
-                facts = {**facts, "topology": self.parsed_topologies[i]}
+                facts = dataclasses.replace(facts, topology=Reading(self.parsed_topologies[i], 0.0))
             nodes.append(
                 NodeSample(
                     name, Reachability.OK, float(n), gpus, GPUS_PER_NODE, ib_ports=self.ports[i], facts=facts
@@ -76,13 +77,14 @@ def _gpu(index: int, util: float) -> GpuSample:
 def build_fleet(nodes: int) -> Fleet:
     topology = board_topology(range(GPUS_PER_NODE), GPUS_PER_NODE, NICS, 18)
     names = tuple(f"gpu{i + 1:04d}" for i in range(nodes))
-    facts: list[dict[str, object]] = []
+    facts: list[NodeFacts] = []
     ports: list[tuple[IbPort, ...]] = []
     for i in range(nodes):
         fault = (i // FAULTY_EVERY) % 3 if i % FAULTY_EVERY == FAULTY_EVERY - 1 else None
         gpus = [(k, MODEL, f"GPU-{i:04d}-{k}") for k in range(GPUS_PER_NODE)]
         inactive = [(5, k) for k in range(6)] if fault == 0 else []
-        facts.append({"topology": topology, "nvlink": board_nvlinks(gpus, 18, 26.562, inactive)})
+        nvlink = board_nvlinks(gpus, 18, 26.562, inactive)
+        facts.append(NodeFacts(topology=Reading(topology, 0.0), nvlink=Reading(nvlink, 0.0)))
         node_ports = [IbPort(nic, 1, "Active", "LinkUp", 400.0) for nic in NICS]
         if fault == 1:
             node_ports[3] = IbPort("mlx5_3", 1, "Active", "LinkUp", 200.0)
@@ -100,10 +102,13 @@ def _reparsed(values: tuple[_D, ...]) -> tuple[_D, ...]:
 
 
 def _nvlink_reparsed(node: NodeSample) -> NodeSample:
-    status = node.facts["nvlink"]
+    status = node.facts.nvlink.value
     assert isinstance(status, NvlinkStatus)
     return dataclasses.replace(
-        node, facts={**node.facts, "nvlink": dataclasses.replace(status, gpus=_reparsed(status.gpus))}
+        node,
+        facts=dataclasses.replace(
+            node.facts, nvlink=Reading(dataclasses.replace(status, gpus=_reparsed(status.gpus)), 0.0)
+        ),
     )
 
 

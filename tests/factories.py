@@ -6,8 +6,11 @@ answers. (`tests/conftest.py` offers the same as fixtures.)
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
+from gputop.core.fact_table import node_facts
+from gputop.core.facts import NodeFacts
 from gputop.core.models import GpuSample, NodeSample, Reachability
 
 H100 = "NVIDIA H100 80GB HBM3"
@@ -45,3 +48,13 @@ def node_sample(
     samples = tuple(gpu_sample(i) for i in range(gpus)) if isinstance(gpus, int) else gpus
     fields: dict[str, Any] = {"reachability": Reachability.OK, "sampled_at_s": sampled_at_s, **overrides}
     return NodeSample(name=name, gpus=samples, **fields)
+
+
+def facts_of(
+    values: Mapping[str, object] | None = None,
+    errors: Mapping[str, str] | None = None,
+    read_at_s: float = 0.0,
+) -> NodeFacts:
+    """A node's typed facts from parsed values and errors by command name, all read at ``read_at_s``."""
+    values = dict(values or {})
+    return node_facts(values, dict.fromkeys(values, read_at_s), dict(errors or {}))

@@ -6,6 +6,7 @@ from __future__ import annotations
 from gputop.core.alerts import AlertBook, AlertKey, alert_reason
 from gputop.core.health import Problem
 from gputop.core.models import Severity
+from tests.factories import facts_of
 
 T0 = 1_800_000_000.0
 CRIT, WARN = Severity.CRIT, Severity.WARN
@@ -143,7 +144,7 @@ def test_a_node_is_heard_in_full_once_its_first_facts_are_read_or_after_a_while(
 
     look = FirstLook()
     quiet = NodeSample("gpu001", Reachability.OK, 0.0, (), 8)  # metrics, no facts yet
-    told = NodeSample("gpu002", Reachability.OK, 0.0, (), 8, facts={"topology": object()})
+    told = NodeSample("gpu002", Reachability.OK, 0.0, (), 8, facts=facts_of({}, {"topology": "timed out"}))
     never = NodeSample("gpu003", Reachability.DOWN, None)
     assert look.settling([quiet, told, never], 0.0) == {"gpu001", "gpu002", "gpu003"}
     # gpu002's facts came in that tick: from the next one on, what it reports is news

@@ -23,7 +23,7 @@ import pytest
 from gputop.config_file import load_config
 from gputop.core.config import parse_config
 from gputop.core.mig_layout import MigGpu, mig_gpu
-from gputop.core.mig_plan import MIG_FACTS, MigPlan, mig_gpu_from_node, plan_matches, plan_repartition
+from gputop.core.mig_plan import MigPlan, mig_gpu_from_node, plan_matches, plan_repartition
 from gputop.core.models import GpuSample, IbPort, NodeSample
 from gputop.core.parsers.mig import (
     MigComputeInstances,
@@ -343,9 +343,10 @@ async def mig_facts_over_ssh(fleet: Fleet, name: str, timeout_s: float = 20.0) -
         deadline = time.monotonic() + timeout_s
         while True:
             sample = next(n for n in (await source.collect(time.time())).nodes if n.name == name)
-            if all(fact in sample.facts for fact in MIG_FACTS.values()):
+            facts = sample.facts
+            if all(r.value is not None for r in (facts.mig_gip, facts.mig_gipp, facts.mig_gi, facts.mig_ci)):
                 return sample
-            assert time.monotonic() < deadline, sample.fact_errors
+            assert time.monotonic() < deadline, sample.facts.errors()
             await asyncio.sleep(0.1)
     finally:
         await source.close()
@@ -375,7 +376,7 @@ async def test_a_planned_repartition_runs_over_ssh(fleet: Fleet) -> None:
         lgi, lci = await run_plan(runner, plan)
         assert plan_matches(plan, {name: lgi}, {name: lci}).matches
         # Again from what the GPU holds now: the compute instances go, then their GPU instances.
-        lgip, lgipp = sample.facts["mig_gip"], sample.facts["mig_gipp"]
+        lgip, lgipp = sample.facts.mig_gip.value, sample.facts.mig_gipp.value
         assert isinstance(lgip, MigProfiles) and isinstance(lgipp, MigPlacements)
         now = mig_gpu(name, 0, gpu.model, lgip, lgipp, lgi, lci)
         whole = plan_repartition([now], "1x7g.80gb", ("sudo", "-n"))
@@ -397,7 +398,7 @@ async def test_a_planned_repartition_runs_over_ssh(fleet: Fleet) -> None:
     finally:
         await runner.close()
     # The fleet's own state moved with it: what the simulator shows is what the plan left.
-    truth = fleet.cluster.result().nodes[fleet.node_names.index(name)].facts["mig_gi"]
+    truth = fleet.cluster.result().nodes[fleet.node_names.index(name)].facts.mig_gi.value
     assert truth == lgi
 
 
@@ -719,7 +720,7 @@ def test_interconnect_answers_parse_back_to_the_simulators_facts() -> None:
 
     cluster = SimulatedCluster(nodes=16, start_time_s=1_700_000_000.0)
     degraded = next(i.node for i in cluster.incidents if i.kind == "nvlink_degraded")
-    status = cluster.result().nodes[cluster.node_names.index(degraded)].facts["nvlink"]
+    status = cluster.result().nodes[cluster.node_names.index(degraded)].facts.nvlink.value
     assert isinstance(status, NvlinkStatus)
     text = formats.nvlink_status(status.gpus)
     assert text.count("<inactive>") == 6 and parse_nvlink(text) == status

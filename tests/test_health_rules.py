@@ -16,6 +16,7 @@ from gputop.core.parsers.xid import parse_xid
 from gputop.core.problem import gpu_verdicts
 from gputop.core.xid_codes import xid_meaning
 from gputop.sim.simulator import SimulatedCluster
+from tests.factories import facts_of
 from tests.test_core_views import NOW, gpu, node
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -201,7 +202,9 @@ NVLINK_TEXT = (
 
 def test_an_inactive_nvlink_on_the_node_alone_warns_once() -> None:
     status = parse_nvlink(NVLINK_TEXT)
-    sample = node("gpu001", (gpu(0), gpu(1), gpu(2)), expected_gpu_count=3, facts={"nvlink": status})
+    sample = node(
+        "gpu001", (gpu(0), gpu(1), gpu(2)), expected_gpu_count=3, facts=facts_of({"nvlink": status})
+    )
     # GPU2 has no link up at all (a board without bridges): its peers' comparison speaks for that
     assert problems(sample) == [(Severity.WARN, "nvlink", "GPU0 has 1 of 2 NVLinks active")]
 

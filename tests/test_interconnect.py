@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from gputop.core.facts import NodeFacts
 from gputop.core.interconnect import GpuNvlinks, Nic, link_matrix, node_interconnect
 from gputop.core.interconnect_deviations import (
     ABSENT,
+    Aspect,
     Deviation,
     FleetInterconnect,
     InterconnectTracker,
@@ -25,7 +27,7 @@ from gputop.core.interconnect_deviations import (
 )
 from gputop.core.models import GpuSample, IbPort, NodeSample, Reachability, Severity
 from gputop.core.parsers.topo import LinkClass
-from tests.factories import gpu_sample
+from tests.factories import facts_of, gpu_sample
 from tests.topology_samples import ibstat, nvlink, topo
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -71,7 +73,7 @@ def node(
         tuple(gpu(k, model) for k in range(gpus)),
         gpus,
         ib_ports=ibstat(ports).to_ports() if ports is not None else (),
-        facts=facts,
+        facts=facts_of(facts),
     )
 
 
@@ -196,7 +198,9 @@ def test_a_healthy_fleet_has_no_deviations_and_a_usual_interconnect() -> None:
 def test_one_inactive_nvlink() -> None:
     odd = node("node03", links=set_nvlink(V100_NVLINK, 5, 2, "<inactive>"))
     result = fleet_interconnect(fleet(odd))
-    assert result.of("node03") == (Deviation(Severity.CRIT, "node03", 5, "GPU5 has 5 of 6 NVLinks active"),)
+    assert result.of("node03") == (
+        Deviation(Severity.CRIT, "node03", 5, "GPU5 has 5 of 6 NVLinks active", Aspect.NVLINKS_ACTIVE),
+    )
     assert result.of("node03")[0].text == "node03: GPU5 has 5 of 6 NVLinks active"
     assert result.of("node03")[0].kind == "interconnect"
     assert set(result.deviations) == {"node03"}
@@ -215,7 +219,9 @@ def test_a_port_at_a_lower_rate() -> None:
     odd = node("node04", ports=set_port(H100_IBSTAT, "mlx5_3", Rate="200"))
     result = fleet_interconnect(fleet(odd))
     assert result.of("node04") == (
-        Deviation(Severity.WARN, "node04", None, "mlx5_3 at 200 Gb/s, peers at 400", "mlx5_3"),
+        Deviation(
+            Severity.WARN, "node04", None, "mlx5_3 at 200 Gb/s, peers at 400", Aspect.PORT_RATE, "mlx5_3", 1
+        ),
     )
 
 
@@ -224,7 +230,9 @@ def test_a_port_down() -> None:
         "node01", ports=set_port(H100_IBSTAT, "mlx5_4", State="Down", **{"Physical state": "Disabled"})
     )
     result = fleet_interconnect(fleet(odd))
-    assert result.of("node01") == (Deviation(Severity.CRIT, "node01", None, "mlx5_4 port 1 Down", "mlx5_4"),)
+    assert result.of("node01") == (
+        Deviation(Severity.CRIT, "node01", None, "mlx5_4 port 1 Down", Aspect.PORT_STATE, "mlx5_4", 1),
+    )
     assert result.severity("node01") is Severity.CRIT
 
 
@@ -245,14 +253,16 @@ def test_a_different_pcie_class() -> None:
     odd = node("node02", topology=set_topo_cell(V100_TOPO, "GPU2", "NIC0", "SYS"))
     result = fleet_interconnect(fleet(odd))
     assert result.of("node02") == (
-        Deviation(Severity.WARN, "node02", 2, "GPU2-NIC0 SYS, peers NODE", "mlx5_2"),
+        Deviation(Severity.WARN, "node02", 2, "GPU2-NIC0 SYS, peers NODE", Aspect.LINK_CLASS, "mlx5_2"),
     )
 
 
 def test_a_gpu_pair_without_its_nvlink_is_critical() -> None:
     odd = node("node05", topology=set_topo_cell(V100_TOPO, "GPU0", "GPU1", "SYS"))
     result = fleet_interconnect(fleet(odd))
-    assert result.of("node05") == (Deviation(Severity.CRIT, "node05", 0, "GPU0-GPU1 SYS, peers NV1"),)
+    assert result.of("node05") == (
+        Deviation(Severity.CRIT, "node05", 0, "GPU0-GPU1 SYS, peers NV1", Aspect.LINK_CLASS),
+    )
 
 
 def test_a_different_nvlink_count_in_the_matrix_is_the_same_class() -> None:
@@ -336,7 +346,7 @@ def test_a_port_absent_on_most_nodes_is_usually_absent() -> None:
 
 
 def next_tick(
-    sample: NodeSample, facts: Mapping[str, object] | None = None, ib_ports: tuple[IbPort, ...] | None = None
+    sample: NodeSample, facts: NodeFacts | None = None, ib_ports: tuple[IbPort, ...] | None = None
 ) -> NodeSample:
     """The same node a tick later: new GPU samples, the same fact objects unless replaced."""
     return NodeSample(
@@ -358,7 +368,8 @@ def test_tracker_returns_the_same_result_while_facts_stay_the_same() -> None:
     assert again is first and messages(first) == {"node02": ["mlx5_3 port 1 Down"]}
     # A new but equal fact object (a re-parse) changes nothing either.
     reparsed = tuple(
-        next_tick(n, facts={"topology": topo(V100_TOPO), "nvlink": nvlink(V100_NVLINK)}) for n in nodes
+        next_tick(n, facts=facts_of({"topology": topo(V100_TOPO), "nvlink": nvlink(V100_NVLINK)}))
+        for n in nodes
     )
     assert tracker.update(reparsed) is first
 

@@ -33,7 +33,12 @@ def incident(fleet: Fleet, kind: str) -> str:
 
 
 def has_facts(node: NodeSample) -> bool:
-    return bool(node.gpus and node.ib_ports and "topology" in node.facts and "nvlink" in node.facts)
+    return bool(
+        node.gpus
+        and node.ib_ports
+        and node.facts.topology.value is not None
+        and node.facts.nvlink.value is not None
+    )
 
 
 async def collect_facts(fleet: Fleet, timeout_s: float = 20.0) -> dict[str, NodeSample]:
@@ -71,5 +76,5 @@ async def test_faulty_interconnect_shows_as_deviations_over_ssh(fleet: Fleet) ->
     truth = {n.name: n for n in fleet.cluster.result().nodes}
     for name in (nvlink, incident(fleet, "missing_gpu"), "gpu001"):
         for fact, kind in (("topology", Topology), ("nvlink", NvlinkStatus)):
-            parsed = nodes[name].facts[fact]
-            assert isinstance(parsed, kind) and parsed == truth[name].facts[fact], (name, fact)
+            parsed = getattr(nodes[name].facts, fact).value
+            assert isinstance(parsed, kind) and parsed == getattr(truth[name].facts, fact).value, (name, fact)

@@ -29,7 +29,7 @@ from gputop.core.parsers.mig import (
     parse_lgip,
     parse_lgipp,
 )
-from tests.factories import UNKNOWN_READINGS, gpu_sample
+from tests.factories import UNKNOWN_READINGS, facts_of, gpu_sample
 
 MIG = Path(__file__).parent / "fixtures" / "nvidia-smi-mig"
 
@@ -422,7 +422,7 @@ def _gpu_sample(index: int, mig: bool | None = True, processes: tuple[GpuProcess
 
 
 def _node(*gpus: GpuSample, reachability: Reachability = Reachability.OK, **facts: object) -> NodeSample:
-    return NodeSample("gpu042", reachability, 1000.0, gpus=gpus, facts=facts)
+    return NodeSample("gpu042", reachability, 1000.0, gpus=gpus, facts=facts_of(facts))
 
 
 def test_the_planner_reads_the_mig_listings_a_source_attached() -> None:
@@ -444,8 +444,10 @@ def test_a_listing_not_read_is_a_refusal_with_its_reason() -> None:
         Reachability.OK,
         1000.0,
         gpus=(_gpu_sample(0),),
-        facts={"mig_gip": profiles, "mig_gipp": placements, "mig_gi": _lgi(A100_2X3G)},
-        fact_errors={"mig_ci": "timed out after 10 s"},
+        facts=facts_of(
+            {"mig_gip": profiles, "mig_gipp": placements, "mig_gi": _lgi(A100_2X3G)},
+            {"mig_ci": "timed out after 10 s"},
+        ),
     )
     refused = mig_gpu_from_node(node, 0)
     assert refused == Refusal("state_unknown", "nvidia-smi mig -lci of gpu042: timed out after 10 s")

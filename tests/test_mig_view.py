@@ -14,7 +14,7 @@ from gputop.core.models import GpuSample, NodeSample, Reachability
 from gputop.core.parsers.gpu_list import GpuList, parse_gpu_list
 from gputop.core.parsers.mig import parse_lci, parse_lgi, parse_lgip, parse_lgipp
 from gputop.tui.widgets.mig_pane import MigPane
-from tests.factories import UNKNOWN_READINGS, gpu_sample
+from tests.factories import UNKNOWN_READINGS, facts_of, gpu_sample
 
 FIXTURES = Path(__file__).parent / "fixtures"
 MODEL = "NVIDIA A100-SXM4-40GB"
@@ -43,7 +43,7 @@ def gpu(index: int, mig: bool | None) -> GpuSample:
 def node(mig: bool | None = True, errors: dict[str, str] | None = None, **changed: object) -> NodeSample:
     given = {k: v for k, v in (facts() | changed).items() if v is not None}
     return NodeSample(
-        "theta05", Reachability.OK, 1.0, (gpu(0, mig), gpu(1, False)), facts=given, fact_errors=errors or {}
+        "theta05", Reachability.OK, 1.0, (gpu(0, mig), gpu(1, False)), facts=facts_of(given, errors)
     )
 
 

@@ -70,7 +70,7 @@ async def wait_for(
             return nodes
         await asyncio.sleep(0.05)
     details = {
-        name: (n.reachability.value, n.error, len(n.gpus), sorted(n.facts), n.fact_errors)
+        name: (n.reachability.value, n.error, len(n.gpus), n.facts.read(), dict(n.facts.errors()))
         for name, n in nodes.items()
     }
     raise AssertionError(f"condition not met in {timeout_s}s: {details}")
@@ -102,7 +102,7 @@ async def test_every_node_streams_its_gpus_and_slow_facts_over_openssh(
         await wait_for(source, lambda ns: all(ns[n].gpus for n in names))
         source.refresh()  # the slow facts now, instead of after their spread-out first delay
         nodes = await wait_for(
-            source, lambda ns: all(ns[n].ib_ports and "topology" in ns[n].facts for n in names)
+            source, lambda ns: all(ns[n].ib_ports and ns[n].facts.topology.value is not None for n in names)
         )
         for name in names:
             node = nodes[name]

@@ -229,17 +229,17 @@ def test_the_mig_gpu_serves_in_seven_small_instances(model: str) -> None:
     gpu = sample.gpus[7]
     assert gpu.mig_enabled and gpu.util_pct is None and gpu.processes
     smallest = MIG_TABLES[model].profiles[0]
-    instances = sample.facts["mig_gi"]
+    instances = sample.facts.mig_gi.value
     assert isinstance(instances, MigGpuInstances)
     assert [(i.gpu_index, i.profile_id, i.instance_id, str(i.placement)) for i in instances.instances] == [
         (7, smallest.profile_id, 7 + start, f"{start}:1") for start in range(7)
     ]
-    computes = sample.facts["mig_ci"]
+    computes = sample.facts.mig_ci.value
     assert isinstance(computes, MigComputeInstances)
     assert [(c.gpu_instance_id, c.instance_id) for c in computes.instances] == [
         (gi, 0) for gi in range(7, 14)
     ]
-    listed = sample.facts["gpu_list"]
+    listed = sample.facts.gpu_list.value
     assert isinstance(listed, GpuList)
     devices = listed.gpus[7].mig_devices
     assert [d.profile for d in devices] == [smallest.name] * 7
@@ -255,12 +255,12 @@ def test_the_drained_node_has_an_empty_idle_mig_gpu() -> None:
     name = incident(sim, "drained")
     sample = node(sim, name)
     assert [(g.index, g.util_pct, g.processes) for g in sample.gpus if g.mig_enabled] == [(0, None, ())]
-    profiles = sample.facts["mig_gip"]
+    profiles = sample.facts.mig_gip.value
     assert isinstance(profiles, MigProfiles)
     assert all(p.instances_free == p.instances_total for p in profiles.profiles)
     assert len(profiles.profiles) == 7
     for fact in ("mig_gi", "mig_ci"):
-        value = sample.facts[fact]
+        value = getattr(sample.facts, fact).value
         assert isinstance(value, MigGpuInstances | MigComputeInstances) and not value.instances
 
 
@@ -272,10 +272,10 @@ def test_facts_are_what_the_listings_parse_to() -> None:
         facts = node(sim, name).facts
         for fact, parse in parsers.items():
             _, text, _ = sim.nvidia_smi(name, specs[fact].argv)
-            assert facts[fact] == parse(text), (name, fact)
+            assert getattr(facts, fact).value == parse(text), (name, fact)
     mig = incident(sim, "mig")
-    assert node(sim, mig).facts["gpu_list"] == parse_gpu_list(out(sim, mig, "nvidia-smi -L"))
-    assert "gpu_list" not in node(sim, "gpu001").facts  # no MIG devices to name
+    assert node(sim, mig).facts.gpu_list.value == parse_gpu_list(out(sim, mig, "nvidia-smi -L"))
+    assert node(sim, "gpu001").facts.gpu_list.value is None  # no MIG devices to name
 
 
 def test_facts_are_reused_while_the_state_stays() -> None:
@@ -284,15 +284,20 @@ def test_facts_are_reused_while_the_state_stays() -> None:
     before = node(sim, name).facts
     sim.advance_to(T0 + 5)
     after = node(sim, name).facts
-    assert all(after[f] is before[f] for f in ("mig_gip", "mig_gipp", "mig_gi", "mig_ci", "gpu_list"))
-    healthy = [node(sim, n).facts["mig_gi"] for n in ("gpu001", "gpu002")]
+    assert all(
+        getattr(after, f).value is getattr(before, f).value
+        for f in ("mig_gip", "mig_gipp", "mig_gi", "mig_ci", "gpu_list")
+    )
+    healthy = [node(sim, n).facts.mig_gi.value for n in ("gpu001", "gpu002")]
     assert healthy[0] is healthy[1]  # the same "none" listing, shared
     out(sim, name, "nvidia-smi mig -i 0 -cgi 9:0 -C")
     changed = node(sim, name).facts
-    assert changed["mig_gipp"] is before["mig_gipp"]  # the placements do not change
-    assert changed["mig_gi"] is not before["mig_gi"] and changed["mig_gip"] is not before["mig_gip"]
+    assert changed.mig_gipp.value is before.mig_gipp.value  # the placements do not change
+    assert (
+        changed.mig_gi.value is not before.mig_gi.value and changed.mig_gip.value is not before.mig_gip.value
+    )
     assert smi(sim, name, "nvidia-smi mig -i 0 -cgi 9:0")[0] != 0  # refused: nothing changes
-    assert node(sim, name).facts["mig_gi"] is changed["mig_gi"]
+    assert node(sim, name).facts.mig_gi.value is changed.mig_gi.value
 
 
 # ---- changes, and nvidia-smi's words ------------------------------------------------------------------
@@ -356,7 +361,7 @@ def test_unknown_profiles_and_placements_are_invalid_arguments() -> None:
 def test_a_busy_gpu_keeps_its_instances_and_its_mode() -> None:
     sim = cluster()
     name = incident(sim, "mig")
-    before = node(sim, name).facts["mig_gi"]
+    before = node(sim, name).facts.mig_gi.value
     assert smi(sim, name, "nvidia-smi mig -i 7 -gi 7 -ci 0 -dci") == (
         255,
         "Unable to destroy compute instance ID  0 from GPU  7 GPU instance ID  7: In use by another client\n"
@@ -373,7 +378,7 @@ def test_a_busy_gpu_keeps_its_instances_and_its_mode() -> None:
     assert text.endswith("All done.\n")
     busy = next(g for g in node(sim, name).gpus if g.processes and not g.mig_enabled)  # a job holds it
     assert smi(sim, name, f"nvidia-smi -i {busy.index} -mig 1")[0] == 255
-    assert node(sim, name).facts["mig_gi"] is before
+    assert node(sim, name).facts.mig_gi.value is before
     assert not node(sim, name).gpus[busy.index].mig_enabled
 
 
@@ -408,7 +413,7 @@ def test_mig_mode_on_and_off_on_an_idle_gpu() -> None:
     )  # again: fine
     gpu = node(sim, name).gpus[1]
     assert gpu.mig_enabled and gpu.util_pct is None
-    profiles = node(sim, name).facts["mig_gip"]
+    profiles = node(sim, name).facts.mig_gip.value
     assert isinstance(profiles, MigProfiles) and {p.gpu_index for p in profiles.profiles} == {0, 1}
     out(sim, name, "nvidia-smi mig -i 1 -cgi 0 -C")
     assert smi(sim, name, "nvidia-smi -i 1 -mig 0")[0] == 255  # an instance is still there
@@ -464,7 +469,7 @@ def test_a_planned_repartition_runs_and_matches(model: str) -> None:
         plan = planned(sim, name, 0, layout)
         apply(sim, name, plan)
         facts = node(sim, name).facts
-        lgi, lci = facts["mig_gi"], facts["mig_ci"]
+        lgi, lci = facts.mig_gi.value, facts.mig_ci.value
         assert isinstance(lgi, MigGpuInstances) and isinstance(lci, MigComputeInstances)
         assert plan_matches(plan, {name: lgi}, {name: lci}).matches, layout
         again = planned(sim, name, 0, layout)
@@ -489,7 +494,7 @@ def test_the_demo_runner_runs_a_plan_on_the_simulator() -> None:
     for step in plan.steps:
         assert run(runner, step.argv)[0] == 0
     facts = node(sim, name).facts
-    lgi, lci = facts["mig_gi"], facts["mig_ci"]
+    lgi, lci = facts.mig_gi.value, facts.mig_ci.value
     assert isinstance(lgi, MigGpuInstances) and isinstance(lci, MigComputeInstances)
     assert plan_matches(plan, {name: lgi}, {name: lci}).matches
     assert run(runner, ("nvidia-smi", "mig", "-i", "0", "-dgi"))[0] == 255

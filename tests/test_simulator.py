@@ -410,7 +410,7 @@ def test_missing_gpu(cluster: SimulatedCluster, first: SourceResult) -> None:
 
 
 def facts(node: NodeSample) -> tuple[Topology, NvlinkStatus]:
-    topology, nvlink = node.facts["topology"], node.facts["nvlink"]
+    topology, nvlink = node.facts.topology.value, node.facts.nvlink.value
     assert isinstance(topology, Topology) and isinstance(nvlink, NvlinkStatus)
     return topology, nvlink
 

@@ -108,7 +108,10 @@ async def test_every_answering_node_streams_its_gpus_and_slow_facts(fleet: Fleet
         silent = fleet.unresponsive_nodes
         up = answering(fleet)
         nodes = await wait_for(
-            source, lambda ns: all(ns[n].gpus and ns[n].ib_ports and "topology" in ns[n].facts for n in up)
+            source,
+            lambda ns: all(
+                ns[n].gpus and ns[n].ib_ports and ns[n].facts.topology.value is not None for n in up
+            ),
         )
         truth = {n.name: n for n in fleet.cluster.result().nodes}
         for name in up:
@@ -288,7 +291,7 @@ async def test_a_node_with_every_slow_fact_switched_off_still_streams(fleet: Fle
     async with started(source):
         names = answering(fleet)
         nodes = await wait_for(source, lambda ns: all(ns[n].gpus for n in names))
-        assert all(not nodes[n].facts and not nodes[n].fact_errors for n in names)
+        assert all(not nodes[n].facts.heard for n in names)
         stamps = {n: nodes[n].sampled_at_s or 0.0 for n in names}
         await wait_for(source, lambda ns: all((ns[n].sampled_at_s or 0) > stamps[n] for n in names), 5)
 
@@ -413,12 +416,12 @@ def test_samples_share_their_facts_until_a_fact_or_a_fact_error_changes() -> Non
     link._publish()  # the metrics moved, the facts did not
     second = node_sample(link, 1)
     assert second.gpus != first.gpus
-    assert second.facts is first.facts and second.fact_errors is first.fact_errors
-    assert "gpu_list" in second.facts
+    assert second.facts is first.facts
+    assert second.facts.gpu_list.value is not None
     link._fact_failed(commands["topology"], "nvidia-smi did not finish within 20s")
     third = node_sample(link, 1)
-    assert third.fact_errors == {"topology": "nvidia-smi did not finish within 20s"}
-    assert third.facts == first.facts and third.facts is not first.facts
+    assert third.facts.errors() == (("topology", "nvidia-smi did not finish within 20s"),)
+    assert third.facts.gpu_list == first.facts.gpu_list and third.facts is not first.facts
 
 
 def count_rounds(source: SshSource) -> list[tuple[str, tuple[str, ...]]]:
@@ -461,7 +464,10 @@ async def test_a_nodes_slow_facts_due_together_run_in_one_round_of_its_fact_shel
         nodes = await wait_for(
             source,
             lambda ns: all(
-                ns[n].ib_ports and "topology" in ns[n].facts and "nvlink" in ns[n].facts for n in up
+                ns[n].ib_ports
+                and ns[n].facts.topology.value is not None
+                and ns[n].facts.nvlink.value is not None
+                for n in up
             ),
         )
         slow = {s.name for s in source.commands.values() if not s.stream}
@@ -470,7 +476,7 @@ async def test_a_nodes_slow_facts_due_together_run_in_one_round_of_its_fact_shel
         # the commands that do not need nvidia-smi first: a wedged driver must not hold up the IB ports
         assert set(whole[0][:2]) == {"ibstat", "xid"}, whole[0]
         assert all(source.links[n]._scripts for n in up)
-        assert not any(nodes[n].fact_errors for n in up), {n: nodes[n].fact_errors for n in up}
+        assert not any(nodes[n].facts.errors() for n in up), {n: nodes[n].facts.errors() for n in up}
         # a connection's rounds all run in its one shell
         source.refresh()
         deadline = time.monotonic() + 10.0
@@ -492,9 +498,11 @@ async def test_a_node_whose_shell_does_not_run_the_script_gets_its_facts_one_exe
         name = answering(fleet)[0]
         await wait_for(source, lambda ns: bool(ns[name].gpus))
         source.refresh()
-        nodes = await wait_for(source, lambda ns: bool(ns[name].ib_ports) and "topology" in ns[name].facts)
+        nodes = await wait_for(
+            source, lambda ns: bool(ns[name].ib_ports) and ns[name].facts.topology.value is not None
+        )
         assert not source.links[name]._scripts
-        assert not nodes[name].fact_errors, nodes[name].fact_errors
+        assert not nodes[name].facts.errors(), nodes[name].facts.errors()
 
 
 async def test_a_sleep_without_a_refresh_runs_its_time_and_a_refresh_ends_one_that_waits_for_it() -> None:
@@ -535,7 +543,7 @@ async def test_a_node_whose_nvidia_smi_fails_keeps_its_connection_and_still_show
         await wait_for(source, lambda ns: ns[victim].error not in (None, "connecting") and link.connected)
         source.refresh()  # the facts now, not after their spread-out first delay
         nodes = await wait_for(
-            source, lambda ns: bool(ns[victim].ib_ports) and "xid" not in ns[victim].fact_errors
+            source, lambda ns: bool(ns[victim].ib_ports) and ns[victim].facts.xid.error is None
         )
         node = nodes[victim]
         assert node.reachability is Reachability.DOWN and node.gpus == ()
@@ -580,12 +588,12 @@ async def test_a_fact_that_prints_without_end_is_cut_off_and_said(
     name = answering(fleet)[0]
     fleet.faults.set(name, Fault.FLOOD)
     async with started(source):
-        nodes = await wait_for(source, lambda ns: "ibstat" in ns[name].fact_errors, 20)
-        assert nodes[name].fact_errors["ibstat"] == "ibstat printed more than 16 MiB: cut off"
+        nodes = await wait_for(source, lambda ns: ns[name].facts.ibstat.error is not None, 20)
+        assert nodes[name].facts.ibstat.error == "ibstat printed more than 16 MiB: cut off"
         assert nodes[name].gpus and nodes[name].reachability is Reachability.OK
         fleet.faults.set(name)
         source.refresh()  # ibstat runs every 30 s: ask for it now
-        await wait_for(source, lambda ns: bool(ns[name].ib_ports) and not ns[name].fact_errors, 20)
+        await wait_for(source, lambda ns: bool(ns[name].ib_ports) and not ns[name].facts.errors(), 20)
 
 
 async def test_a_stream_that_falls_silent_says_so_before_the_node_turns_stale(fleet: Fleet) -> None:
@@ -638,7 +646,7 @@ async def test_what_the_first_slow_facts_report_is_not_news_but_what_comes_later
             view = await poller.tick()
             news += [f"{a.node}: {a.message}" for a in view.alerts.new_crit] if view.alerts else []
             sample = next(n for n in (await source.collect(time.time())).nodes if n.name == healthy)
-            if sample.facts or sample.fact_errors:
+            if sample.facts.heard:
                 break
             await asyncio.sleep(0.2)
         fleet.faults.set(healthy, Fault.FALLEN_OFF_BUS)

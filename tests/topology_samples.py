@@ -10,7 +10,7 @@ from gputop.core.models import GpuSample, NodeSample, Reachability
 from gputop.core.parsers.ib import IbStat, parse_ibstat
 from gputop.core.parsers.nvlink import NvlinkStatus, parse_nvlink
 from gputop.core.parsers.topo import Topology, parse_topo
-from tests.factories import gpu_sample
+from tests.factories import facts_of, gpu_sample
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SAMPLED_AT_S = 1_800_000_000.0
@@ -110,8 +110,7 @@ def node_sample(
         tuple(gpu(i) for i in range(gpus)),
         gpus,
         ib_ports=ports,
-        facts=facts,
-        fact_errors=dict(fact_errors or {}),
+        facts=facts_of(facts, fact_errors),
     )
 
 

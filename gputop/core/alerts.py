@@ -176,7 +176,7 @@ class FirstLook:
             if node.name not in settling or node.sampled_at_s is None:
                 continue
             since = self._answering_since.setdefault(node.name, now_s)
-            if node.facts or node.fact_errors or now_s - since >= SETTLE_S:
+            if node.facts.heard or now_s - since >= SETTLE_S:
                 self._pending.discard(node.name)
                 self._settled.add(node.name)
                 self._answering_since.pop(node.name, None)

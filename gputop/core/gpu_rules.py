@@ -58,8 +58,8 @@ def gpu_problems(
         width, width_max = gpu.pcie_link_width_lanes, gpu.pcie_link_width_max_lanes
         if width is not None and width_max is not None and width < width_max:
             add(Severity.WARN, k, "pcie", f"GPU{k} PCIe x{width}, max x{width_max}", "width")
-    nvlink = node.facts.get("nvlink")
-    if isinstance(nvlink, NvlinkStatus):
+    nvlink = node.facts.nvlink.value
+    if nvlink is not None:
         for index, active, total in _partly_down(nvlink):
             if index not in nvlink_said:
                 add(Severity.WARN, index, "nvlink", f"GPU{index} has {active} of {total} NVLinks active", "")

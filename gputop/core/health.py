@@ -13,7 +13,7 @@ from gputop.core.gpu_rules import gpu_problems
 from gputop.core.health_tracker import GpuFlag, instant_flags
 from gputop.core.identity_memo import IdentityMemo
 from gputop.core.idle import IdleGpu
-from gputop.core.interconnect_deviations import Deviation
+from gputop.core.interconnect_deviations import PORT_ASPECTS, Aspect, Deviation
 from gputop.core.models import IbPort, NodeSample, Reachability, Severity, SlurmNode
 from gputop.core.problem import Problem
 from gputop.core.xid_codes import APPLICATION_XIDS, HARDWARE_XIDS, xid_meaning
@@ -102,7 +102,7 @@ def assess_node(
 
     # GPUs whose NVLink count a comparison with the peers already names: the node's own rule keeps quiet
     nvlink_said = {
-        d.gpu_index for d in interconnect if d.gpu_index is not None and d.message.endswith("NVLinks active")
+        d.gpu_index for d in interconnect if d.gpu_index is not None and d.aspect is Aspect.NVLINKS_ACTIVE
     }
     gpu_problems(node, instant_flags(node.gpus, thresholds) if flags is None else flags, add, nvlink_said)
 
@@ -141,14 +141,10 @@ def assess_node(
 
     found.extend(idle_problems(name, idle_gpus))
 
-    said = {p.message for p in found if p.kind == "ib"}
-    # an adapter ibstat could not read is said once: not again as its ports missing beside the peers'
-    unreadable = {f.adapter for f in ib_failures if f.adapter} if ib_failures else ()
     for deviation in interconnect:
-        if deviation.message not in said and (
-            not unreadable or deviation.message.split(" ", 1)[0] not in unreadable
-        ):
-            add(deviation.severity, deviation.gpu_index, deviation.kind, deviation.message, deviation.message)
+        if deviation.aspect in PORT_ASPECTS and _said_by_the_node(deviation, node):
+            continue
+        add(deviation.severity, deviation.gpu_index, deviation.kind, deviation.message, deviation.message)
 
     found.sort(key=lambda p: p.sort_key)
     return tuple(found)
@@ -212,3 +208,15 @@ def format_age(seconds: float) -> str:
     if seconds < 48 * 3600:
         return f"{seconds / 3600:.0f}h"
     return f"{seconds / 86400:.0f}d"
+
+
+def _said_by_the_node(deviation: Deviation, node: NodeSample) -> bool:
+    """Whether the node's own IB rules already name the port of a comparison with the peers: a port down
+    (its own rule says so), or one of an adapter ibstat could not read (said once, as unreadable)."""
+    if deviation.aspect is Aspect.PORT_STATE and any(
+        port.ca_name == deviation.device and port.port == deviation.port
+        for port in _ports_down(node.ib_ports)
+    ):
+        return True
+    failures = node.ib_failures
+    return bool(failures) and any(f.adapter == deviation.device for f in failures)

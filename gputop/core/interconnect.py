@@ -118,12 +118,12 @@ def gpu_model_of(node: NodeSample) -> str | None:
 
 
 def node_interconnect(node: NodeSample) -> NodeInterconnect:
-    topology = node.facts.get("topology")
-    status = node.facts.get("nvlink")
+    topology = node.facts.topology.value
+    status = node.facts.nvlink.value
     return NodeInterconnect(
         gpu_model=gpu_model_of(node),
         gpu_count=len(node.gpus),
-        matrix=link_matrix(topology) if isinstance(topology, Topology) else None,
-        nvlinks=gpu_nvlinks(status) if isinstance(status, NvlinkStatus) else None,
+        matrix=link_matrix(topology) if topology is not None else None,
+        nvlinks=gpu_nvlinks(status) if status is not None else None,
         ib_ports=node.ib_ports or None,
     )

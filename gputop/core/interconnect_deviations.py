@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from types import MappingProxyType
 from typing import NamedTuple, TypeVar
 
@@ -51,6 +52,20 @@ _KNOWN_TOPOLOGIES = 8  # distinct topologies kept per device list; one model rar
 _V = TypeVar("_V", bound=Hashable)
 
 
+class Aspect(StrEnum):
+    """What a deviation compares: rules that speak of the same thing ask this, never the message."""
+
+    NVLINKS_ACTIVE = "nvlinks_active"
+    NVLINK_SPEED = "nvlink_speed"
+    LINK_CLASS = "link_class"  # a cell of the topology matrix
+    PORT_MISSING = "port_missing"
+    PORT_STATE = "port_state"
+    PORT_RATE = "port_rate"
+
+
+PORT_ASPECTS = frozenset((Aspect.PORT_MISSING, Aspect.PORT_STATE, Aspect.PORT_RATE))
+
+
 class PeerGroup(NamedTuple):
     gpu_model: str  # as nvidia-smi names the GPUs
     gpu_count: int
@@ -65,7 +80,9 @@ class Deviation:
     node: str
     gpu_index: int | None
     message: str  # "GPU5 has 12 of 18 NVLinks active", "mlx5_3 at 200 Gb/s, peers at 400"
+    aspect: Aspect  # what is compared
     device: str | None = None  # the NIC or IB device it is about: mlx5_3
+    port: int | None = None  # the IB port number, for the port aspects
     kind: str = KIND
 
     @property
@@ -118,6 +135,8 @@ class _Finding(NamedTuple):
     gpu_index: int | None
     message: str
     device: str | None
+    aspect: Aspect
+    port: int | None = None
 
 
 def _majority(votes: Counter[_V]) -> _V | None:
@@ -192,12 +211,12 @@ def _nvlink_findings(nvlinks: tuple[GpuNvlinks, ...], usual: UsualInterconnect) 
         if usual_active is not None and gpu.active_links < usual_active:
             total = max(gpu.total_links, usual_active)
             message = f"GPU{k} has {gpu.active_links} of {total} NVLinks active"
-            out.append(_Finding(Severity.CRIT, k, message, None))
+            out.append(_Finding(Severity.CRIT, k, message, None, Aspect.NVLINKS_ACTIVE))
         usual_speed = usual.link_speed_gbyte_s.get(k)
         speed = gpu.link_speed_gbyte_s
         if usual_speed is not None and speed is not None and speed < usual_speed:
             message = f"GPU{k} NVLinks at {speed:g} GB/s, peers at {usual_speed:g}"
-            out.append(_Finding(Severity.WARN, k, message, None))
+            out.append(_Finding(Severity.WARN, k, message, None, Aspect.NVLINK_SPEED))
     return out
 
 
@@ -210,7 +229,7 @@ def _matrix_findings(matrix: LinkMatrix, usual: UsualInterconnect) -> list[_Find
         severity = Severity.CRIT if peers.link_class is LinkClass.NVLINK else Severity.WARN
         device = None if cell.column.startswith("GPU") else matrix.nic_name(cell.column)
         message = f"{cell.row}-{cell.column} {cell.cell}, peers {peers.cell}"
-        out.append(_Finding(severity, _gpu_index(cell.row), message, device))
+        out.append(_Finding(severity, _gpu_index(cell.row), message, device, Aspect.LINK_CLASS))
     return out
 
 
@@ -222,16 +241,18 @@ def _port_findings(ports: tuple[IbPort, ...], usual: UsualInterconnect) -> list[
             continue  # a port usually down is no deviation when down here too
         port = by_key.get((ca, number))
         if port is None:
-            out.append(_Finding(Severity.CRIT, None, f"{ca} port {number} missing", ca))
+            message = f"{ca} port {number} missing"
+            out.append(_Finding(Severity.CRIT, None, message, ca, Aspect.PORT_MISSING, number))
         elif not port.is_up:
-            out.append(_Finding(Severity.CRIT, None, f"{port.label} {port.state}", ca))
+            message = f"{port.label} {port.state}"
+            out.append(_Finding(Severity.CRIT, None, message, ca, Aspect.PORT_STATE, number))
         else:
             peers_gbps = usual.port_rates_gbps.get((ca, number))
             rate = port.rate_gbps
             if peers_gbps is not None and rate is not None and rate < peers_gbps:
                 where = ca if number == 1 else port.label
                 message = f"{where} at {rate:g} Gb/s, peers at {peers_gbps:g}"
-                out.append(_Finding(Severity.WARN, None, message, ca))
+                out.append(_Finding(Severity.WARN, None, message, ca, Aspect.PORT_RATE, number))
     return out
 
 
@@ -301,8 +322,8 @@ class InterconnectTracker:
             name = node.name
             present.add(name)
             facts = node.facts
-            topology = facts.get("topology")
-            nvlink = facts.get("nvlink")
+            topology = facts.topology.value
+            nvlink = facts.nvlink.value
             ports = node.ib_ports
             model = gpu_model_of(node)
             count = len(node.gpus)
@@ -418,7 +439,8 @@ class InterconnectTracker:
                 findings = state.findings[summary] = _findings(summary, usual)
             if findings:
                 self._deviations[name] = tuple(
-                    Deviation(f.severity, name, f.gpu_index, f.message, f.device) for f in findings
+                    Deviation(f.severity, name, f.gpu_index, f.message, f.aspect, f.device, f.port)
+                    for f in findings
                 )
             else:
                 self._deviations.pop(name, None)

@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TypeVar
 
+from gputop.core.facts import Reading
 from gputop.core.mig_layout import (
     MigGpu,
     MigLayout,
@@ -32,14 +33,11 @@ from gputop.core.models import NodeSample
 from gputop.core.parsers.mig import (
     MigComputeInstances,
     MigGpuInstances,
-    MigPlacements,
-    MigProfiles,
     Placement,
 )
 
 # The NodeSample facts holding a node's parsed MIG listings: the names of the commands that read them.
-MIG_FACTS = {"lgip": "mig_gip", "lgipp": "mig_gipp", "lgi": "mig_gi", "lci": "mig_ci"}
-_Listing = TypeVar("_Listing", MigProfiles, MigPlacements, MigGpuInstances, MigComputeInstances)
+_Listing = TypeVar("_Listing")
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,30 +99,26 @@ def mig_gpu_from_node(node: NodeSample, gpu_index: int) -> MigGpu | Refusal:
     gpu = next((g for g in node.gpus if g.index == gpu_index), None)
     if gpu is None:
         return Refusal("state_unknown", f"{node.name} has no GPU {gpu_index} in its last sample")
-    lgip = _listing(node, "lgip", MigProfiles)
+    facts = node.facts
+    lgip = _listing(node, "lgip", facts.mig_gip)
     if isinstance(lgip, Refusal):
         return lgip
-    lgipp = _listing(node, "lgipp", MigPlacements)
+    lgipp = _listing(node, "lgipp", facts.mig_gipp)
     if isinstance(lgipp, Refusal):
         return lgipp
-    lgi = _listing(node, "lgi", MigGpuInstances)
+    lgi = _listing(node, "lgi", facts.mig_gi)
     if isinstance(lgi, Refusal):
         return lgi
-    lci = _listing(node, "lci", MigComputeInstances)
+    lci = _listing(node, "lci", facts.mig_ci)
     if isinstance(lci, Refusal):
         return lci
     return mig_gpu(node.name, gpu_index, gpu.name, lgip, lgipp, lgi, lci)
 
 
-def _listing(node: NodeSample, option: str, kind: type[_Listing]) -> _Listing | Refusal:
-    fact = MIG_FACTS[option]
-    value = node.facts.get(fact)
-    if isinstance(value, kind):
-        return value
-    return Refusal(
-        "state_unknown",
-        f"nvidia-smi mig -{option} of {node.name}: {node.fact_errors.get(fact, 'not read yet')}",
-    )
+def _listing(node: NodeSample, option: str, reading: Reading[_Listing]) -> _Listing | Refusal:
+    if reading.value is not None:
+        return reading.value
+    return Refusal("state_unknown", f"nvidia-smi mig -{option} of {node.name}: {reading.why_missing()}")
 
 
 def plan_repartition(

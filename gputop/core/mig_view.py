@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final, TypeVar
 
+from gputop.core.facts import NodeFacts, Reading
 from gputop.core.mig_layout import short_name
 from gputop.core.models import NodeSample
 from gputop.core.parsers.gpu_list import GpuList, ListedMigDevice
@@ -26,15 +27,19 @@ from gputop.core.parsers.mig import (
     Placement,
 )
 
-# The facts the view reads, with the command that fills each (gputop.sources.commands), for saying which
-# listing is missing.
-LISTINGS: Final = (
-    ("mig_gi", "nvidia-smi mig -lgi"),
-    ("mig_ci", "nvidia-smi mig -lci"),
-    ("mig_gip", "nvidia-smi mig -lgip"),
-    ("mig_gipp", "nvidia-smi mig -lgipp"),
-    ("gpu_list", "nvidia-smi -L"),
-)
+
+def listings(facts: NodeFacts) -> tuple[tuple[str, Reading[object]], ...]:
+    """The readings the view reads, with the command that fills each (gputop.sources.commands), for
+    saying which listing is missing."""
+    return (
+        ("nvidia-smi mig -lgi", facts.mig_gi),
+        ("nvidia-smi mig -lci", facts.mig_ci),
+        ("nvidia-smi mig -lgip", facts.mig_gip),
+        ("nvidia-smi mig -lgipp", facts.mig_gipp),
+        ("nvidia-smi -L", facts.gpu_list),
+    )
+
+
 # Parser notes that mean rows are missing, as opposed to harmless ones ("No MIG-enabled devices found").
 _DAMAGE_WORDS: Final = ("cut short", "unreadable")
 _T = TypeVar("_T")
@@ -86,11 +91,12 @@ class MigNodeView:
 
 
 def mig_node_view(node: NodeSample) -> MigNodeView:
-    lgi = _fact(node, "mig_gi", MigGpuInstances)
-    lci = _fact(node, "mig_ci", MigComputeInstances)
-    lgip = _fact(node, "mig_gip", MigProfiles)
-    lgipp = _fact(node, "mig_gipp", MigPlacements)
-    listed = _fact(node, "gpu_list", GpuList)
+    facts = node.facts
+    lgi = facts.mig_gi.value
+    lci = facts.mig_ci.value
+    lgip = facts.mig_gip.value
+    lgipp = facts.mig_gipp.value
+    listed = facts.gpu_list.value
     with_instances = {gi.gpu_index for gi in lgi.instances} if lgi else set()
     gpus = tuple(
         _gpu_view(gpu.index, gpu.name, lgi, lci, lgip, lgipp, listed)
@@ -99,23 +105,15 @@ def mig_node_view(node: NodeSample) -> MigNodeView:
     )
     if not gpus:
         return MigNodeView((), (), ())
-    missing = tuple(
-        (command, node.fact_errors.get(fact, "not read yet"))
-        for fact, command in LISTINGS
-        if fact in node.fact_errors or fact not in node.facts
-    )
+    read = listings(node.facts)
+    missing = tuple((command, r.why_missing()) for command, r in read if r.current is None)
     notes = tuple(
         f"{command}: {note}"
-        for fact, command in LISTINGS
-        for note in getattr(node.facts.get(fact), "notes", ())
+        for command, r in read
+        for note in getattr(r.value, "notes", ())
         if any(word in note for word in _DAMAGE_WORDS)
     )
     return MigNodeView(gpus, missing, notes)
-
-
-def _fact(node: NodeSample, name: str, kind: type[_T]) -> _T | None:
-    value = node.facts.get(name)
-    return value if isinstance(value, kind) else None
 
 
 def _gpu_view(

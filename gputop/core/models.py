@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import NamedTuple, cast
 
+from gputop.core.facts import NO_FACTS, NodeFacts
+
 
 def percent(part: float | None, whole: float | None) -> float | None:
     """100 * part / whole, or None when either is unknown or the whole is zero."""
@@ -157,10 +159,9 @@ class NodeSample:
     error: str | None = None  # a human reason when collection failed ("connection refused", ...)
     ib_ports: tuple[IbPort, ...] = ()
     xid_events: tuple[XidEvent, ...] = ()
-    # Slow facts as their parsers made them (topology, NVLink, MIG listings, ...), by command name, and
-    # why a slow command failed, by command name: shown on the node screen, never a node failure.
-    facts: Mapping[str, object] = field(default_factory=dict)
-    fact_errors: Mapping[str, str] = field(default_factory=dict)
+    # Slow facts as their parsers made them (topology, NVLink, MIG listings, ...), each with its read time
+    # and why its command failed: shown on the node screen, never a node failure.
+    facts: NodeFacts = NO_FACTS
     ib_failures: tuple[IbFailure, ...] = ()  # adapters ibstat could not read (ib_ports lacks them)
 
     @property

@@ -11,6 +11,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from gputop.core.facts import Reading
 from gputop.core.models import IbPort, NodeSample, Severity
 from gputop.core.nodeset import natural_key
 from gputop.core.parsers.nvlink import GpuLinks, NvlinkStatus
@@ -223,11 +224,11 @@ def compress_labels(labels: Iterable[str]) -> str:
     return " ".join(parts)
 
 
-def _missing(node: NodeSample, name: str, present: bool, what: str = "no output") -> str | None:
+def _missing(name: str, reading: Reading[object], present: bool, what: str = "no output") -> str | None:
     """Why fact ``name`` is not on screen: its command failed (the reason the source recorded), or the
     node has not reported it."""
     command = FACT_COMMANDS[name]
-    reason = node.fact_errors.get(name)
+    reason = reading.error
     if reason:
         # The SSH source prefixes parse failures with the command name; the sentence already names it.
         return f"`{command}` failed: {reason.removeprefix(f'{name}: ')}"
@@ -265,16 +266,14 @@ def _gpu_rows(topology: Topology | None, nvlink: NvlinkStatus | None) -> tuple[G
 
 
 def topology_view(node: NodeSample) -> TopologyView:
-    topology_fact = node.facts.get("topology")
-    nvlink_fact = node.facts.get("nvlink")
-    topology = topology_fact if isinstance(topology_fact, Topology) else None
-    nvlink = nvlink_fact if isinstance(nvlink_fact, NvlinkStatus) else None
+    topology = node.facts.topology.value
+    nvlink = node.facts.nvlink.value
     # No ports is a real answer for a node without IB, so it is worth a word only when the matrix has NICs.
     expects_ports = topology is not None and bool(topology.nics)
     missing = [
-        _missing(node, "topology", topology is not None),
-        _missing(node, "nvlink", nvlink is not None),
-        _missing(node, "ibstat", bool(node.ib_ports) or not expects_ports, "no IB ports"),
+        _missing("topology", node.facts.topology, topology is not None),
+        _missing("nvlink", node.facts.nvlink, nvlink is not None),
+        _missing("ibstat", node.facts.ibstat, bool(node.ib_ports) or not expects_ports, "no IB ports"),
     ]
     ports_by_nic, other_ports = match_ports(topology, node.ib_ports)
     nics: tuple[NicRow, ...] = ()

@@ -55,8 +55,8 @@ def _node(
         "ib_ports": [_ib_port(port) for port in node.ib_ports],
         "ib_failures": [{"adapter": f.adapter, "reason": f.reason} for f in node.ib_failures],
         "xid_events": [_xid(event) for event in node.xid_events],
-        "facts_read": sorted(node.facts),
-        "fact_errors": dict(sorted(node.fact_errors.items())),
+        "facts_read": list(node.facts.read()),
+        "fact_errors": dict(node.facts.errors()),
         "problems": [finding_document(f) for f in findings],
     }
 

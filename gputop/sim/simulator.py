@@ -26,6 +26,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from gputop.core.fact_table import node_facts
+from gputop.core.facts import NodeFacts
 from gputop.core.models import (
     GpuProcess,
     GpuSample,
@@ -1231,6 +1233,8 @@ class SimulatedCluster:
         if "missing_gpu" in at:
             self._missing_gpu[at["missing_gpu"]] = self._incident_gpu("missing_gpu")
         self._facts = self._interconnect_facts()
+        # by node: the typed record a sample carries, with the facts it was made from
+        self._node_facts: list[tuple[dict[str, object], NodeFacts] | None] = [None] * self._n
         self._setup_mig()
 
     def _setup_mig(self) -> None:
@@ -1480,8 +1484,17 @@ class SimulatedCluster:
             None,
             self._ib[i],
             self._xids[i],
-            self._facts[i],
+            self._typed_facts(i, t),
         )
+
+    def _typed_facts(self, i: int, t: float) -> NodeFacts:
+        """Node i's facts as a sample carries them, made again only when its facts were replaced (read at
+        that tick), as the SSH source keeps them until a command's output changes."""
+        facts = self._facts[i]
+        made = self._node_facts[i]
+        if made is None or made[0] is not facts:
+            made = self._node_facts[i] = (facts, node_facts(facts, dict.fromkeys(facts, t), {}))
+        return made[1]
 
     def _slurm_state(self, t: float) -> SlurmState:
         if self._dirty_nodes:

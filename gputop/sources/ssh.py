@@ -16,6 +16,8 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from gputop.core.config import ClusterConfig, PollConfig
+from gputop.core.fact_table import node_facts
+from gputop.core.facts import NodeFacts
 from gputop.core.models import (
     GpuProcess,
     GpuSample,
@@ -166,7 +168,7 @@ class SshSource:
 
 
 def node_sample(link: NodeLink, expected_gpus: int | None) -> NodeSample:
-    facts, fact_errors, (ib_ports, ib_failures), xid = _fact_parts(link)
+    facts, (ib_ports, ib_failures), xid = _fact_parts(link)
     # The stream's lines were read with the processes joined in, unless the processes changed since
     by_uuid = link.processes_by_uuid
     gpus = link.gpus if link.gpus_processes is by_uuid else _with_processes(link.gpus, by_uuid)
@@ -185,30 +187,25 @@ def node_sample(link: NodeLink, expected_gpus: int | None) -> NodeSample:
         ib_failures=ib_failures,
         xid_events=(
             _derived(link, "xid", (xid, _bus_ids(gpus)), lambda key: _xid_events(key[0], gpus))
-            if getattr(xid, "events", None)
+            if xid is not None and xid.events
             else ()
         ),
         facts=facts,
-        fact_errors=fact_errors,
     )
 
 
-_FactParts = tuple[dict[str, Any], dict[str, str], tuple[tuple[IbPort, ...], tuple[IbFailure, ...]], object]
+_FactParts = tuple[NodeFacts, tuple[tuple[IbPort, ...], tuple[IbFailure, ...]], XidLog | None]
 
 
 def _fact_parts(link: NodeLink) -> _FactParts:
-    """(the facts a sample carries as they are, the fact errors, the IB ports, the Xid log): made again
-    only when a fact or a fact error changed, not at every tick the metrics move. Samples share them
-    (a snapshot is never changed)."""
+    """(the node's facts, the IB ports, the Xid log): made again only when a fact, its read time or its
+    error changed, not at every tick the metrics move. Samples share them (a snapshot is never changed)."""
     hit = link.derived.get("facts")
     if hit is not None and hit[0] == link.facts_version:
         parts: _FactParts = hit[1]
         return parts
-    facts = dict(link.facts)
-    facts.pop("processes", None)  # in the GPUs' samples
-    ibstat = facts.pop("ibstat", None)
-    xid = facts.pop("xid", None)
-    parts = (facts, dict(link.fact_errors), _derived(link, "ibstat", ibstat, _ib_ports), xid)
+    facts = node_facts(link.facts, link.fact_read_at_s, link.fact_errors)
+    parts = (facts, _derived(link, "ibstat", facts.ibstat.value, _ib_ports), facts.xid.value)
     link.derived["facts"] = (link.facts_version, parts)
     return parts
 

@@ -122,6 +122,7 @@ class NodeLink:
         self.sampled_at_s: float | None = None
         self.facts: dict[str, Any] = {}  # parsed slow facts by command name
         self.fact_errors: dict[str, str] = {}
+        self.fact_read_at_s: dict[str, float] = {}  # when each fact's value was last read
         self.derived: dict[str, tuple[Any, Any]] = {}  # values made from facts, with what they came from
         self._fact_texts: dict[str, tuple[str, str]] = {}  # by fact: the output self.facts was parsed from
         self.error: str | None = None
@@ -439,8 +440,12 @@ class NodeLink:
                 self._fact_failed(spec, f"{spec.name}: {value.reason}")
                 return
             self._fact_texts[spec.name] = (out, err_text)
+        self.fact_read_at_s[spec.name] = self.now()
         if self.facts.get(spec.name) is value and spec.name not in self.fact_errors:
-            return  # the same output as last time: nothing on screen changes
+            # The same output as last time: only its read time moved, which the next sample carries
+            # (the metrics move it at every line); no sample is made for it alone.
+            self.facts_version += 1
+            return
         self.facts[spec.name] = value
         if spec.name == "processes":
             self.processes_by_uuid = self.assembler.processes = processes_by_uuid(value)

@@ -24,6 +24,7 @@ from gputop.core.safe_text import safe_block, safe_line, strip_unsafe
 from gputop.sim.demo import SimulatorSource
 from gputop.tui.app import AppSettings, GputopApp
 from gputop.tui.screens.node_action import NodeActionScreen
+from tests.factories import facts_of
 from tests.hostile.inputs import TEXTS
 from tests.tui_helpers import FROZEN_EPOCH_S, wait_for_data
 
@@ -63,7 +64,7 @@ def _node(node: NodeSample) -> NodeSample:
         for gpu in node.gpus
     )
     xids = tuple(dataclasses.replace(event, message=HOSTILE) for event in node.xid_events)
-    return dataclasses.replace(node, gpus=gpus, xid_events=xids, fact_errors={"ibstat": HOSTILE})
+    return dataclasses.replace(node, gpus=gpus, xid_events=xids, facts=facts_of({}, {"ibstat": HOSTILE}))
 
 
 def hostile_app(slurm_error: str | None = None) -> GputopApp:

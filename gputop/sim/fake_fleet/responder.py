@@ -269,12 +269,12 @@ class Responder:
             listed = [(g.index, g.name, g.uuid) for g in view.gpus]
             return Reply(format_gpu_list(listed, devices).encode())
         if name == "topology":
-            topology = view.sample.facts.get("topology")
+            topology = view.sample.facts.topology.value
             if not isinstance(topology, Topology):
                 return Reply()  # the simulator gives every node one; nothing to print without it
             return Reply(topology_text(topology, {f"GPU{g.index}" for g in view.gpus}).encode())
         if name == "nvlink":
-            status = view.sample.facts.get("nvlink")
+            status = view.sample.facts.nvlink.value
             seen = {g.index for g in view.gpus}
             gpus = status.gpus if isinstance(status, NvlinkStatus) else ()
             return Reply(formats.nvlink_status(g for g in gpus if g.index in seen).encode())

@@ -19,7 +19,6 @@ from gputop.core.mig_layout import MigGpu, MigLayout, Refusal, parse_layout, sho
 from gputop.core.mig_plan import GpuPlan, MigPlan, mig_gpu_from_node, plan_matches, plan_repartition
 from gputop.core.mig_preconditions import check_preconditions
 from gputop.core.models import NodeSample, SlurmState
-from gputop.core.parsers.mig import MigComputeInstances, MigGpuInstances
 from gputop.core.safe_text import safe_block, safe_line
 from gputop.tui.screens.mig_action import MigActionScreen, Planned, Verdict
 
@@ -139,14 +138,12 @@ class MigRepartitionScreen(MigActionScreen):
         plan = self.plan
         if plan is None:
             return Verdict("no plan to compare with", final=True)
-        lgi = node.facts.get("mig_gi")
-        lci = node.facts.get("mig_ci")
-        if not isinstance(lgi, MigGpuInstances):
-            why = node.fact_errors.get("mig_gi", "not read yet")
+        lgi = node.facts.mig_gi.value
+        lci = node.facts.mig_ci.value
+        if lgi is None:
+            why = node.facts.mig_gi.why_missing()
             return Verdict(f"nvidia-smi mig -lgi of {node.name}: {why}", final=last)
-        report = plan_matches(
-            plan, {node.name: lgi}, {node.name: lci} if isinstance(lci, MigComputeInstances) else None
-        )
+        report = plan_matches(plan, {node.name: lgi}, {node.name: lci} if lci is not None else None)
         notes = "".join(f"\n{note}" for note in report.notes)
         if report.matches:
             return Verdict(f"Re-read: the GPUs hold {plan.layout}, as planned.{notes}", final=True)

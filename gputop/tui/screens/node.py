@@ -360,14 +360,23 @@ class NodeScreen(GputopScreen):
         for problem in row.problems:
             text.append(f"  {problem.severity.value.upper():4} ", palette.severity[problem.severity])
             text.append(safe_line(problem.message) + "\n")
-        if node.error or node.sampled_at_s is not None or node.fact_errors:
+        failed_facts = [(name, r) for name, r in node.facts.readings() if r.error is not None]
+        if node.error or node.sampled_at_s is not None or failed_facts:
             text.append("\nCollection\n", style="bold")
             if node.sampled_at_s is not None:
                 text.append(f"  last data {format_age(now_s - node.sampled_at_s)} ago\n")
             if node.error and not node.error.startswith("no data for"):
                 text.append(f"  {safe_line(node.error)}\n", palette.severity[Severity.WARN])
-        for command, reason in sorted(node.fact_errors.items()):
-            text.append(f"  {safe_line(f'{command}: {reason}')}\n", palette.severity[Severity.WARN])
+        for command, reading in sorted(failed_facts, key=lambda item: item[0]):
+            # the value on screen is the last good one: say how old it is
+            kept = (
+                ""
+                if reading.read_at_s is None
+                else f" (shown: read {format_age(now_s - reading.read_at_s)} ago)"
+            )
+            text.append(
+                f"  {safe_line(f'{command}: {reading.error}')}{kept}\n", palette.severity[Severity.WARN]
+            )
         slurm = view.snapshot.slurm
         slurm_node = slurm.nodes.get(node.name) if slurm else None
         if slurm_node is not None:

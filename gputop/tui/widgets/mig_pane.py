@@ -14,7 +14,7 @@ from textual.color import Color
 from textual.strip import Strip
 from textual.widget import Widget
 
-from gputop.core.mig_view import LISTINGS, MigGpuView, MigInstanceView, MigNodeView, mig_node_view
+from gputop.core.mig_view import MigGpuView, MigInstanceView, MigNodeView, listings, mig_node_view
 from gputop.core.models import NodeSample, Severity
 from gputop.tui.palette import Palette, PaletteCache
 from gputop.tui.strips import line_strip, safe_line_strip
@@ -23,7 +23,6 @@ Line = list[Segment]
 INDENT = 2
 # Widest a slice is drawn: past this a bar on a wide terminal reads as stretched, not clearer.
 MAX_SLICE_CELLS = 14
-_FACTS = tuple(fact for fact, _command in LISTINGS)
 
 
 class MigPane(Widget):
@@ -43,8 +42,7 @@ class MigPane(Widget):
         """Show ``node``'s MIG state; derived again only when the facts it reads changed."""
         key = (
             node.name,
-            *(node.facts.get(fact) for fact in _FACTS),
-            tuple(node.fact_errors.get(fact) for fact in _FACTS),
+            *(reading for _command, reading in listings(node.facts)),
             tuple((g.index, g.name, g.mig_enabled) for g in node.gpus),
         )
         if key == self._facts_key:

@@ -59,10 +59,10 @@ class TopologyPane(Widget, can_focus=True):
         """Show ``node``; the view is derived again only when the facts it reads changed."""
         key = (
             node.name,
-            node.facts.get("topology"),
-            node.facts.get("nvlink"),
+            node.facts.topology,
+            node.facts.nvlink,
             node.ib_ports,
-            tuple(sorted(node.fact_errors.items())),
+            node.facts.errors(),
         )
         # Tuples compare their items by identity first, and sources keep the parsed object while a command's
         # output stays the same: an unchanged node costs one pass over five references.
