@@ -8,7 +8,7 @@ from __future__ import annotations
 from operator import attrgetter
 
 from gputop.core.health import Problem
-from gputop.core.metrics import HeatScale, Metric
+from gputop.core.metrics import HEAT_STEPS, HeatScale, Metric
 from gputop.core.models import NodeSample, Reachability, Severity
 
 # 0..9 are heat steps; CRIT_FLAG + step marks a GPU with a critical problem, IDLE_FLAG + step one that a
@@ -20,6 +20,7 @@ DOWN, MISSING, STALE, MIG_NA, NA, EMPTY = 10, 11, 12, 13, 14, 15
 CellCodes = tuple[int, ...]
 
 _INDEX = attrgetter("index")
+_TOP_STEP = HEAT_STEPS - 1
 
 
 def cell_codes(
@@ -31,7 +32,8 @@ def cell_codes(
 ) -> CellCodes:
     """One code per GPU slot, index = GPU index; slots up to the expected count that no GPU fills are
     MISSING. ``idle_indices``: GPUs held idle by a job (`NodeRow.idle_gpu_indices`); a critical problem
-    outranks the idle mark."""
+    outranks the idle mark. For a metric a rule judges (temperature, memory), the top step is the rule's
+    verdict: a flagged GPU takes it whatever its value (hysteresis), an unflagged one stays below it."""
     width = max(node.expected_gpu_count or 0, max(map(_INDEX, node.gpus), default=-1) + 1)
     expected = node.expected_gpu_count if node.expected_gpu_count is not None else width
     if node.reachability is Reachability.DOWN:
@@ -47,13 +49,21 @@ def cell_codes(
         return tuple(codes)
     value_of = metric.reader
     step = scale.step
+    rule_kind = metric.rule_kind
+    flagged: set[int | None] | None = None
+    if rule_kind is not None:
+        flagged = {p.gpu_index for p in problems if p.kind == rule_kind} if problems else set()
     for gpu in node.gpus:
-        if gpu.index < 0:
+        index = gpu.index
+        if index < 0:
             continue
         value = value_of(gpu)
         if value is None:
-            codes[gpu.index] = MIG_NA if gpu.mig_enabled else NA
-        else:
-            flag = CRIT_FLAG if gpu.index in crit_gpus else IDLE_FLAG if gpu.index in idle_indices else 0
-            codes[gpu.index] = step(value) + flag
+            codes[index] = MIG_NA if gpu.mig_enabled else NA
+            continue
+        heat = step(value)
+        if flagged is not None:
+            heat = _TOP_STEP if index in flagged else min(heat, _TOP_STEP - 1)
+        flag = CRIT_FLAG if index in crit_gpus else IDLE_FLAG if index in idle_indices else 0
+        codes[index] = heat + flag
     return tuple(codes)

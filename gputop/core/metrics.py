@@ -1,7 +1,10 @@
 """The metrics the cluster map can colour by, and how a value becomes a step on the heat scale.
 
-The top step of the scale is reserved for values at or over the configured warning threshold, so the map's
-hottest colour means exactly what the config says it means.
+For temperature and memory, which the health rules judge, the top step of the scale is reserved for the
+GPUs the core has flagged (a problem of the metric's kind: past the rule's sustain time, with its
+hysteresis), so the map's hottest colour says what the problem list says; any other value stays below it.
+Utilization and power are judged by no rule: their top step is the top of the range (fully busy, at or
+over `power_warn_pct` of the limit) and means no problem.
 """
 
 from __future__ import annotations
@@ -39,6 +42,12 @@ class Metric(StrEnum):
         return _READ[self](gpu)
 
     @property
+    def rule_kind(self) -> str | None:
+        """The kind of the problems that judge this metric (None: no rule does), whose verdict alone takes
+        the top step of the map's scale."""
+        return _RULE_KINDS.get(self)
+
+    @property
     def reader(self) -> Callable[[GpuSample], float | None]:
         """``of`` as a plain function of the GPU: for loops over every GPU of a cluster, where two of the
         four are C-level field getters."""
@@ -52,6 +61,8 @@ _READ: dict[Metric, Callable[[GpuSample], float | None]] = {
     Metric.POWER: attrgetter("power_pct"),
 }
 
+_RULE_KINDS = {Metric.TEMP: "temp", Metric.MEM: "mem"}
+
 _LABELS = {
     Metric.UTIL: "utilization",
     Metric.MEM: "memory used",
@@ -62,7 +73,8 @@ _LABELS = {
 
 @dataclass(frozen=True, slots=True)
 class HeatScale:
-    """Maps a metric value to a heat step: [low, warn) spread over steps 0..8, warn and above is step 9."""
+    """Maps a metric value to a heat step: [low, warn) spread over steps 0..8, warn and above is step 9
+    (for a metric a rule judges, `heatmap.cell_codes` gives step 9 to the flagged GPUs alone)."""
 
     low: float
     warn: float

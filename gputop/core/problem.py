@@ -45,3 +45,27 @@ def gpu_verdicts(problems: Iterable[Problem]) -> Mapping[int, GpuVerdict]:
         if index is not None and index not in verdicts:
             verdicts[index] = GpuVerdict(problem.severity, problem.message)
     return verdicts
+
+
+def kind_severity(problems: Iterable[Problem], kind: str) -> Severity | None:
+    """The worst severity of the problems of one kind (None: none of that kind). A cell that shows the
+    reading a rule judges takes its colour from here, so it says what the problem list says: after the
+    rule's sustain time, with its hysteresis, never from the raw threshold."""
+    worst: Severity | None = None
+    for problem in problems:
+        if problem.kind == kind and (worst is None or problem.severity.rank > worst.rank):
+            worst = problem.severity
+    return worst
+
+
+def gpu_kind_severities(problems: Iterable[Problem]) -> Mapping[tuple[int, str], Severity]:
+    """By (GPU index, kind), the worst severity of each GPU's problems: the node screen's GPU cells."""
+    worst: dict[tuple[int, str], Severity] = {}
+    for problem in problems:
+        if problem.gpu_index is None:
+            continue
+        key = (problem.gpu_index, problem.kind)
+        seen = worst.get(key)
+        if seen is None or problem.severity.rank > seen.rank:
+            worst[key] = problem.severity
+    return worst

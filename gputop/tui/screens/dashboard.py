@@ -67,7 +67,7 @@ class DashboardScreen(GputopScreen):
             )
             yield Static("", id="filter-error", markup=False)
             yield Static("", id="filter-count", markup=False)
-        yield NodeTable(thresholds=app.settings.config.thresholds, id="nodes")
+        yield NodeTable(id="nodes")
         yield GputopFooter()
 
     def on_mount(self) -> None:

@@ -13,11 +13,10 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Static
 
-from gputop.core.config import Thresholds
 from gputop.core.health import format_age
 from gputop.core.models import GpuSample, NodeSample, Severity, SlurmState, SnapshotDelta
 from gputop.core.parsers.query_gpu import throttling_reasons
-from gputop.core.problem import GpuVerdict, gpu_verdicts
+from gputop.core.problem import GpuVerdict, Problem, gpu_kind_severities, gpu_verdicts
 from gputop.core.safe_text import safe_line
 from gputop.core.summary import ClusterView, NodeRow
 from gputop.tui import format as fmt
@@ -71,19 +70,17 @@ def gpu_cells(
     gpu: GpuSample,
     node: str,
     slurm: SlurmState | None,
-    t: Thresholds,
+    severities: Mapping[tuple[int, str], Severity],
     palette: Palette,
     verdict: GpuVerdict | None = None,
 ) -> dict[str, Text]:
-    """The GPU table's cells for one GPU; ``verdict``: its worst problem (None: it has none)."""
-    temp_sev = None
-    if gpu.temp_c is not None:
-        if gpu.temp_c >= t.temp_crit_c:
-            temp_sev = Severity.CRIT
-        elif gpu.temp_c >= t.temp_warn_c:
-            temp_sev = Severity.WARN
+    """The GPU table's cells for one GPU; ``severities``: the node's problems by (GPU, kind), whose
+    colours the temperature, memory, clock and ECC cells take (the core's verdict, never a threshold read
+    here); ``verdict``: the GPU's worst problem (None: it has none)."""
+    index = gpu.index
+    temp_sev = severities.get((index, "temp"))
+    mem_sev = severities.get((index, "mem"))
     mem_pct = gpu.mem_pct
-    mem_sev = Severity.WARN if mem_pct is not None and mem_pct >= t.mem_warn_pct else None
     mem_text = fmt.mem_pair(gpu.mem_used_mib, gpu.mem_total_mib)
     if mem_pct is not None:
         mem_text += f" {mem_pct:.0f}%"
@@ -112,8 +109,8 @@ def gpu_cells(
         "mem": _styled(mem_text, mem_sev, palette),
         "temp": _styled(fmt.temp(gpu.temp_c), temp_sev, palette),
         "power": Text(fmt.power_pair(gpu.power_w, gpu.power_limit_w)),
-        "clock": _styled(clock, Severity.WARN if slowed else None, palette),
-        "ecc": _styled(ecc, Severity.CRIT if gpu.ecc_uncorrected else None, palette),
+        "clock": _styled(clock, severities.get((index, "throttle")), palette),
+        "ecc": _styled(ecc, severities.get((index, "ecc")), palette),
         "mig": Text({True: "on", False: "off", None: "n/a"}[gpu.mig_enabled]),
         "job": Text(safe_line(f"{job.job_id} {job.user}") if job else "-"),
         "procs": Text(safe_line(procs) if procs else "-"),
@@ -293,7 +290,7 @@ class NodeScreen(GputopScreen):
             return
         palette = self.gputop.palette
         self._update_title(node, row, palette)
-        self._update_gpus(node, view.snapshot.slurm, palette, gpu_verdicts(row.problems))
+        self._update_gpus(node, view.snapshot.slurm, palette, row.problems)
         self.query_one("#details-text", Static).update(self._details(node, row, view, palette))
         self.query_one(MigPane).show(node)
         self.query_one(TopologyPane).show(node)
@@ -326,15 +323,16 @@ class NodeScreen(GputopScreen):
         node: NodeSample,
         slurm: SlurmState | None,
         palette: Palette,
-        verdicts: Mapping[int, GpuVerdict],
+        problems: tuple[Problem, ...],
     ) -> None:
         table: DataTable[Text | str] = self.query_one("#gpus", DataTable)
-        thresholds = self.gputop.settings.config.thresholds
+        verdicts = gpu_verdicts(problems)
+        severities = gpu_kind_severities(problems)
         indices = [g.index for g in node.gpus]
         if indices != self._rows_shown:
             table.clear()
             for gpu in node.gpus:
-                cells = gpu_cells(gpu, node.name, slurm, thresholds, palette, verdicts.get(gpu.index))
+                cells = gpu_cells(gpu, node.name, slurm, severities, palette, verdicts.get(gpu.index))
                 table.add_row(*(cells[key] for key, _ in GPU_COLUMNS), key=str(gpu.index))
             self._rows_shown = indices
             self.marked_gpus &= set(indices)
@@ -343,7 +341,7 @@ class NodeScreen(GputopScreen):
             return
         # keyed update: only cells whose text changed are touched
         for gpu in node.gpus:
-            cells = gpu_cells(gpu, node.name, slurm, thresholds, palette, verdicts.get(gpu.index))
+            cells = gpu_cells(gpu, node.name, slurm, severities, palette, verdicts.get(gpu.index))
             if gpu.index in self.marked_gpus:
                 cells["gpu"] = Text(f"*{gpu.index}")
             for key, _label in GPU_COLUMNS:

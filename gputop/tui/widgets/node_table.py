@@ -8,54 +8,51 @@ from typing import Any, ClassVar
 
 from textual.binding import BindingType
 
-from gputop.core.config import Thresholds
 from gputop.core.filter import NodeFilter
 from gputop.core.models import Reachability, Severity
 from gputop.core.nodeset import natural_key
+from gputop.core.problem import kind_severity
 from gputop.core.summary import ClusterView, NodeRow
 from gputop.tui import format as fmt
 from gputop.tui.messages import NodeOpened, NodeSelected
 from gputop.tui.widgets.virtual_table import Cell, Column, VirtualTable, none_last, table_bindings
 
+# Every colour that means WARN or CRIT comes from the row's problems (the core's verdict, after its
+# sustain time and with its hysteresis), never from a threshold read here: a cell is coloured exactly
+# while the problem list names what it shows.
 
-def _temp_cell(row: NodeRow, t: Thresholds) -> Cell:
+
+def _temp_cell(row: NodeRow, _context: object) -> Cell:
     value = row.temp_max_c
     if value is None:
         return fmt.NA, None
-    severity = Severity.CRIT if value >= t.temp_crit_c else Severity.WARN if value >= t.temp_warn_c else None
-    return fmt.temp(value), severity
+    return fmt.temp(value), kind_severity(row.problems, "temp")
 
 
-def _mem_cell(row: NodeRow, t: Thresholds) -> Cell:
-    pct = row.mem_pct
-    text = fmt.mem_pair(row.mem_used_mib, row.mem_total_mib)
-    return text, Severity.WARN if pct is not None and pct >= t.mem_warn_pct else None
+def _mem_cell(row: NodeRow, _context: object) -> Cell:
+    return fmt.mem_pair(row.mem_used_mib, row.mem_total_mib), kind_severity(row.problems, "mem")
 
 
-def _state_cell(row: NodeRow, _t: Thresholds) -> Cell:
-    severity = {Reachability.OK: None, Reachability.STALE: Severity.WARN, Reachability.DOWN: Severity.CRIT}
-    return row.reachability.value, severity[row.reachability]
+def _state_cell(row: NodeRow, _context: object) -> Cell:
+    state = row.reachability.value
+    return state, kind_severity(row.problems, state) if row.reachability is not Reachability.OK else None
 
 
-def _gpus_cell(row: NodeRow, _t: Thresholds) -> Cell:
+def _gpus_cell(row: NodeRow, _context: object) -> Cell:
     expected = row.expected_gpu_count
     if expected is None:
         return str(row.gpu_count), None
-    return f"{row.gpu_count}/{expected}", Severity.CRIT if row.gpu_count < expected else None
+    return f"{row.gpu_count}/{expected}", kind_severity(row.problems, "missing")
 
 
-def _slurm_cell(row: NodeRow, _t: Thresholds) -> Cell:
+def _slurm_cell(row: NodeRow, _context: object) -> Cell:
     state = row.slurm_state
     if state is None:
         return "-", None
-    if state.endswith("*") or state.startswith("down"):
-        return state, Severity.CRIT
-    if state.startswith("drain"):
-        return state, Severity.WARN
-    return state, None
+    return state, kind_severity(row.problems, "slurm")
 
 
-def _problem_cell(row: NodeRow, _t: Thresholds) -> Cell:
+def _problem_cell(row: NodeRow, _context: object) -> Cell:
     return row.worst_problem, row.severity if row.problems else None
 
 
@@ -133,9 +130,8 @@ class NodeTable(VirtualTable):
     NodeTable { height: 1fr; overflow-x: hidden; }
     """
 
-    def __init__(self, *, thresholds: Thresholds, **kwargs: Any) -> None:
-        super().__init__(sort_column="problem", cell_context=thresholds, **kwargs)
-        self.thresholds = thresholds
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(sort_column="problem", **kwargs)
         self.node_filter: NodeFilter | None = None
         self._view: ClusterView | None = None
 
