@@ -40,7 +40,7 @@ from bench_report import Row, cpu_model, percentile, print_table, profile_text
 from gputop.clock import SystemClock
 from gputop.config_file import load_config
 from gputop.core.config import ClusterConfig, Config
-from gputop.core.models import GpuSample, NodeSample, SnapshotDelta, SourceResult
+from gputop.core.models import GpuSample, NodeSample, SourceResult
 from gputop.core.parsers.common import ParseFailure
 from gputop.core.parsers.query_gpu import parse_query_gpu
 from gputop.core.summary import ClusterView
@@ -323,7 +323,7 @@ class TickRecorder:
         self.missing = self.fresh = self.ticks = self.node_ticks = 0
         self.tick_cpu_s.clear()
 
-    def __call__(self, view: ClusterView, delta: SnapshotDelta) -> None:
+    def __call__(self, view: ClusterView) -> None:
         now = time.time()
         previous = self._previous
         if not self.gc_frozen:

@@ -168,7 +168,7 @@ class Harness:
     def __init__(self, nodes: int) -> None:
         self.clock = FrozenClock(time.time())
         self.app = build_demo_app(bench_config(nodes), clock=self.clock)
-        self.captured: list[tuple[Any, Any]] = []
+        self.captured: list[Any] = []
         self.apply_cpu_s: list[float] = []
 
     async def start(self, pilot: Any) -> None:
@@ -192,9 +192,9 @@ class Harness:
     def _hook_changes(self) -> None:
         probe, table, node_map = self.probe, self.table, self.map
 
-        def apply_view(original: Callable[..., None], view: Any, delta: Any) -> None:
+        def apply_view(original: Callable[..., None], view: Any) -> None:
             started = time.process_time()
-            original(view, delta)
+            original(view)
             self.apply_cpu_s.append(time.process_time() - started)
             probe.change("table")
             probe.change("map")
@@ -224,7 +224,7 @@ class Harness:
 
     def capture_views(self) -> None:
         """Ticks hand their view to the benchmark instead of posting it."""
-        self.app.poller.on_view = lambda view, delta: self.captured.append((view, delta))
+        self.app.poller.on_view = self.captured.append
 
     def post_views(self) -> None:
         """Ticks post their view to the app, as in normal running."""
@@ -265,7 +265,7 @@ async def measure_ticks(
         await asyncio.sleep(0.03)  # let the previous frame and its timers settle
         h.captured.clear()
         total, merge = await h.tick()
-        view, delta = h.captured[-1]
+        view = h.captured[-1]
         future = probe.arm(("table", "map"))
         applied_before = len(h.apply_cpu_s)
         encode_before = probe.encode_cpu_s
@@ -273,7 +273,7 @@ async def measure_ticks(
         if profiler is not None:
             profiler.enable()
         wall0, cpu0 = time.perf_counter(), time.process_time()
-        h.app.post_message(ViewUpdated(view, delta))
+        h.app.post_message(ViewUpdated(view))
         try:
             wall1, cpu1 = await asyncio.wait_for(future, 2.0)
         except TimeoutError:

@@ -77,13 +77,13 @@ class QueueHarness:
         self.app: GputopApp = build_demo_app(bench_config(nodes), clock=self.clock)
         self.extra_jobs = jobs
         self.apply_cpu_s: list[float] = []
-        self.captured: list[tuple[Any, Any]] = []
+        self.captured: list[Any] = []
 
     def post_last(self) -> None:
         """Hand the app the last tick's view, as the poller does in normal running."""
-        view, delta = self.captured[-1]
+        view = self.captured[-1]
         self.captured.clear()
-        self.app.post_message(ViewUpdated(view, delta))
+        self.app.post_message(ViewUpdated(view))
 
     async def start(self, pilot: Any) -> None:
         app = self.app
@@ -106,7 +106,7 @@ class QueueHarness:
             )
 
         source.collect = with_deep_queue  # type: ignore[method-assign]
-        app.poller.on_view = lambda view, delta: self.captured.append((view, delta))
+        app.poller.on_view = self.captured.append
         await self.tick()
         self.post_last()
         await pilot.pause()
@@ -120,9 +120,9 @@ class QueueHarness:
         self.probe = PaintProbe(app, self.table, self.map)  # type: ignore[arg-type]
         probe, table = self.probe, self.table
 
-        def apply_view(original: Any, view: Any, delta: Any) -> None:
+        def apply_view(original: Any, view: Any) -> None:
             started = time.process_time()
-            original(view, delta)
+            original(view)
             self.apply_cpu_s.append(time.process_time() - started)
             probe.change("table")
 

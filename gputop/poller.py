@@ -25,9 +25,7 @@ from gputop.core.models import (
     NodeSample,
     Reachability,
     SlurmState,
-    SnapshotDelta,
     SourceResult,
-    diff_snapshots,
 )
 from gputop.core.nodeset import natural_key
 from gputop.core.summary import ClusterView
@@ -37,7 +35,7 @@ from gputop.yielding import yield_to_ui
 
 log = logging.getLogger(__name__)
 
-ViewCallback = Callable[[ClusterView, SnapshotDelta], None]
+ViewCallback = Callable[[ClusterView], None]
 
 
 class Poller:
@@ -153,7 +151,6 @@ class Poller:
             is_demo=self.is_demo,
             tick=self._tick,
         )
-        previous = self.stage.view
         # Each stretch between yields is a few milliseconds at most: a key press waits for one, not
         # for the tick (a key's handling hops through several queues, each of which would wait).
         steps = self.stage.steps(snapshot, tuple(self._source_errors.values()))
@@ -164,9 +161,8 @@ class Poller:
                 view: ClusterView = done.value
                 break
             await yield_to_ui()
-        delta = diff_snapshots(previous.snapshot if previous else None, snapshot)
         self.last_tick_cpu_s = time.process_time() - cpu_started
-        self.on_view(view, delta)
+        self.on_view(view)
         return view
 
     async def _collect(self, source: Source, now_s: float) -> SourceResult:

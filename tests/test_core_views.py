@@ -23,7 +23,6 @@ from gputop.core.models import (
     SlurmNode,
     SlurmState,
     XidEvent,
-    diff_snapshots,
 )
 from gputop.core.summary import NodeRow
 from gputop.core.view import ViewStage
@@ -148,8 +147,6 @@ def test_rows_summary_and_reuse() -> None:
     view2 = views.derive(ClusterSnapshot.build("c", NOW + 1, nodes2))
     assert view2.rows["gpu001"] is row
     assert view2.rows["gpu002"] is not view.rows["gpu002"]
-    delta = diff_snapshots(snapshot, view2.snapshot)
-    assert delta.changed == {"gpu002"}
 
 
 def test_heat_scale_top_step_is_the_threshold() -> None:
@@ -350,3 +347,41 @@ def test_each_metrics_reader_reads_what_of_reads() -> None:
         == [Metric(m).of(gpu) for m in Metric]
         == [37.0, 50.0, 61.0, 50.0]
     )
+
+
+def test_cells_for_another_metric_are_worked_out_once_and_carried_over() -> None:
+    """The map's codes have one owner: the view gives any metric's, and after a switch the next view
+    keeps the same tuples for the nodes that did not move (the map's change signal)."""
+    views = stage()
+    hot = node("gpu001", tuple(gpu(i, temp=88.0 if i == 2 else 60.0) for i in range(8)))
+    cool = node("gpu002")
+    first = views.derive(ClusterSnapshot.build("c", NOW, (hot, cool)))
+    assert first.cells_metric is Metric.UTIL
+    temp = first.cells_for(Metric.TEMP)
+    assert first.cells_for(Metric.TEMP) is temp  # worked out once
+    assert temp["gpu001"][2] == 9 and temp["gpu001"][0] < 9  # the flagged GPU alone takes the top step
+    assert first.cells_known(Metric.MEM) is None
+    views.cell_metric = Metric.TEMP  # what the app does on a switch
+    second = views.derive(
+        ClusterSnapshot.build("c", NOW + 1, (hot, node("gpu002", tuple(gpu(i, temp=70.0) for i in range(8)))))
+    )
+    assert second.cells_metric is Metric.TEMP and second.cells_for(Metric.TEMP) is second.cells
+    assert second.cells["gpu001"] is temp["gpu001"]  # same row: the same tuple
+    assert second.cells["gpu002"] is not temp["gpu002"]
+
+
+def test_only_the_core_works_out_cell_codes() -> None:
+    import ast
+    from pathlib import Path
+
+    import gputop
+
+    root = Path(gputop.__file__).parent
+    callers = {
+        str(path.relative_to(root))
+        for path in root.rglob("*.py")
+        for found in ast.walk(ast.parse(path.read_text()))
+        if isinstance(found, ast.Name | ast.Attribute)
+        and "cell_codes" in (getattr(found, "id", None), getattr(found, "attr", None))
+    }
+    assert callers and all(c.startswith("core/") for c in callers), callers

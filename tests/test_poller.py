@@ -1,4 +1,4 @@
-"""The poller: merging sources, ageing silent nodes, deadlines, deltas and the run loop."""
+"""The poller: merging sources, ageing silent nodes, deadlines, the change signal and the run loop."""
 
 from __future__ import annotations
 
@@ -18,7 +18,6 @@ from gputop.core.models import (
     SlurmBaseState,
     SlurmNode,
     SlurmState,
-    SnapshotDelta,
     SourceResult,
 )
 from gputop.core.summary import ClusterView
@@ -74,11 +73,11 @@ class FakeSource:
 
 class Recorder:
     def __init__(self) -> None:
-        self.calls: list[tuple[ClusterView, SnapshotDelta]] = []
+        self.calls: list[ClusterView] = []
         self.ticked = asyncio.Event()
 
-    def __call__(self, view: ClusterView, delta: SnapshotDelta) -> None:
-        self.calls.append((view, delta))
+    def __call__(self, view: ClusterView) -> None:
+        self.calls.append(view)
         self.ticked.set()
 
     async def wait_for_ticks(self, count: int, timeout_s: float) -> None:
@@ -136,12 +135,8 @@ async def test_tick_merges_sources_in_natural_order_with_slurm() -> None:
     assert set(view.rows) == {"gpu1", "gpu2", "gpu10"}
     assert a.calls == [T0] and b.calls == [T0]
     assert len(recorder.calls) == 1
-    seen_view, delta = recorder.calls[0]
-    assert seen_view is view
+    assert recorder.calls[0] is view
     assert poller.view is view
-    assert delta.added == {"gpu1", "gpu2", "gpu10"}
-    assert delta.changed == {"gpu1", "gpu2", "gpu10"}
-    assert delta.removed == frozenset()
     assert poller.source_errors == []
 
 
@@ -154,10 +149,8 @@ async def test_second_tick_counts_and_reports_removed_nodes() -> None:
     nodes.pop()
     view = await poller.tick()
     assert view.snapshot.tick == 2
-    _, delta = recorder.calls[-1]
-    assert delta.removed == {"gpu2"}
-    assert delta.added == frozenset()
-    assert delta.changed == frozenset()
+    assert recorder.calls[-1] is view
+    assert set(view.rows) == {"gpu1"} and [n.name for n in view.snapshot.nodes] == ["gpu1"]
 
 
 # --- staleness ------------------------------------------------------------------------------------------
@@ -282,10 +275,12 @@ async def test_source_failing_on_its_first_collect_contributes_nothing() -> None
     assert poller.source_errors == ["broken: no route to host"]
 
 
-# --- deltas ---------------------------------------------------------------------------------------------
+# --- the change signal ------------------------------------------------------------------------------------
 
 
-async def test_delta_follows_object_identity() -> None:
+async def test_an_unchanged_node_keeps_its_row_and_map_cells() -> None:
+    """The panes' one change signal: a node whose sample a source reused keeps its row object and its cell
+    codes tuple; a node with a new sample gets new ones."""
     kept = node("gpu1", T0)
     source = FakeSource("a", lambda now: SourceResult(nodes=(kept, node("gpu2", now))))
     recorder = Recorder()
@@ -293,12 +288,11 @@ async def test_delta_follows_object_identity() -> None:
     await poller.tick()
     await poller.tick()
 
-    _, delta = recorder.calls[1]
-    assert "gpu1" not in delta.changed
-    assert "gpu2" in delta.changed
-    assert delta.added == frozenset()
-    assert delta.removed == frozenset()
-    assert recorder.calls[1][0].snapshot.node("gpu1") is kept
+    first, second = recorder.calls
+    assert second.snapshot.node("gpu1") is kept
+    assert second.rows["gpu1"] is first.rows["gpu1"]
+    assert second.cells["gpu1"] is first.cells["gpu1"]
+    assert second.rows["gpu2"] is not first.rows["gpu2"]
 
 
 # --- the run loop ---------------------------------------------------------------------------------------
@@ -319,7 +313,7 @@ async def test_run_ticks_repeatedly_and_stop_closes_sources() -> None:
     assert task.done()
     assert task.exception() is None
     assert source.closed == 1
-    assert [view.snapshot.tick for view, _ in recorder.calls[:3]] == [1, 2, 3]
+    assert [view.snapshot.tick for view in recorder.calls[:3]] == [1, 2, 3]
 
 
 async def test_refresh_now_starts_the_next_tick_at_once() -> None:
@@ -396,7 +390,7 @@ async def test_source_whose_start_fails_does_not_stop_the_others() -> None:
     assert failure is None
     assert good.closed == 1
     assert len(recorder.calls) >= 1
-    assert [n.name for n in recorder.calls[0][0].snapshot.nodes] == ["gpu1"]
+    assert [n.name for n in recorder.calls[0].snapshot.nodes] == ["gpu1"]
 
 
 # --- the simulator through the poller -------------------------------------------------------------------

@@ -427,7 +427,7 @@ async def test_the_poller_puts_the_slurm_state_into_its_snapshot() -> None:
         clock=clock,
         poll=Config().poll,
         thresholds=Thresholds(),
-        on_view=lambda view, delta: views.append(view),
+        on_view=lambda view: views.append(view),
     )
     await source.start()
     try:

@@ -622,7 +622,7 @@ async def test_what_the_first_slow_facts_report_is_not_news_but_what_comes_later
         clock=SystemClock(),
         poll=config.poll,
         thresholds=config.thresholds,
-        on_view=lambda view, delta: None,
+        on_view=lambda view: None,
     )
     xid_node = incident(fleet, "ecc_xid")
     news: list[str] = []

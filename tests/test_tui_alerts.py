@@ -8,7 +8,7 @@ import dataclasses
 from textual.widgets import Input, Static
 
 from gputop.core.health import Problem
-from gputop.core.models import Severity, diff_snapshots
+from gputop.core.models import Severity
 from gputop.tui.app import ViewUpdated
 from gputop.tui.screens.alerts import AlertsScreen
 from gputop.tui.screens.node import NodeScreen
@@ -111,9 +111,7 @@ async def test_a_new_crit_problem_shows_a_notice_and_rings_when_configured() -> 
         problems = [p for r in view.rows.values() for p in r.problems]
         xid = Problem(Severity.CRIT, healthy, 2, "xid", "GPU2 Xid 79: GPU has fallen off the bus", "79")
         state = book.update([*problems, xid], book.state.taken_at_s + 1)
-        app.post_message(
-            ViewUpdated(dataclasses.replace(view, alerts=state), diff_snapshots(None, view.snapshot))
-        )
+        app.post_message(ViewUpdated(dataclasses.replace(view, alerts=state)))
         await pilot.pause()
         assert rung == [True]
         (notice,) = [n for n in app._notifications if n.title == "new CRIT"]

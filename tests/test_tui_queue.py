@@ -195,7 +195,7 @@ async def test_twenty_thousand_jobs_render_only_the_rows_on_screen() -> None:
         app.view = big
         table = queue.query_one(JobTable)
         started = time.perf_counter()
-        queue.apply_view(big, None)
+        queue.apply_view(big)
         await pilot.pause()
         await pilot.press("s", "down", "pagedown", "slash", *"user=user07")
         await pilot.pause()

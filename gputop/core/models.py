@@ -308,28 +308,3 @@ class ClusterSnapshot:
 
     def node(self, name: str) -> NodeSample | None:
         return self.by_name.get(name)
-
-
-@dataclass(frozen=True, slots=True)
-class SnapshotDelta:
-    """Keyed changes from the previous snapshot, so tables touch only what moved."""
-
-    changed: frozenset[str]
-    added: frozenset[str]
-    removed: frozenset[str]
-
-    @property
-    def membership_changed(self) -> bool:
-        return bool(self.added or self.removed)
-
-
-def diff_snapshots(previous: ClusterSnapshot | None, current: ClusterSnapshot) -> SnapshotDelta:
-    """Node names whose sample object changed; sources reuse the object when nothing moved."""
-    if previous is None:
-        return SnapshotDelta(frozenset(current.by_name), frozenset(current.by_name), frozenset())
-    old = previous.by_name
-    new = current.by_name
-    added = frozenset(new.keys() - old.keys())
-    removed = frozenset(old.keys() - new.keys())
-    changed = frozenset(name for name, sample in new.items() if old.get(name) is not sample)
-    return SnapshotDelta(changed=changed, added=added, removed=removed)

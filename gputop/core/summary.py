@@ -14,11 +14,11 @@ from gputop.core.alerts import AlertState
 from gputop.core.config import Thresholds
 from gputop.core.health import Problem, assess_node, idle_problems
 from gputop.core.health_tracker import GpuFlag, HealthFlags
-from gputop.core.heatmap import CellCodes
+from gputop.core.heatmap import CellCodes, cell_codes
 from gputop.core.idle import IdleGpu, IdleState
 from gputop.core.interconnect_deviations import Deviation, FleetInterconnect
 from gputop.core.jobs import JobRow
-from gputop.core.metrics import Metric
+from gputop.core.metrics import HeatScale, Metric
 from gputop.core.models import ClusterSnapshot, NodeSample, Reachability, Severity, SlurmNode, percent
 
 
@@ -90,9 +90,11 @@ class ClusterView:
     snapshot: ClusterSnapshot
     rows: Mapping[str, NodeRow]
     summary: ClusterSummary
-    # the cluster map's cell codes for one metric, by node (empty: the map computes its own)
+    # the cluster map's cell codes for the stage's metric, by node; `cells_for` gives any other metric's
     cells: Mapping[str, CellCodes] = field(default_factory=dict)
     cells_metric: Metric | None = None
+    # the heat scale of each metric, the stage's (for `cells_for`)
+    scales: Mapping[Metric, HeatScale] = field(default_factory=dict)
     # allocated-but-idle GPUs as of this snapshot, where the caller tracks them (gputop.core.idle)
     idle: IdleState | None = None
     # the Slurm queue's rows by job id (gputop.core.jobs.job_rows); empty without Slurm
@@ -103,6 +105,34 @@ class ClusterView:
     interconnect: FleetInterconnect | None = None
     # every current problem as an alert, with since when and what the user did (gputop.core.alerts)
     alerts: AlertState | None = None
+    # `cells_for`'s other metrics, worked out on first ask
+    _more_cells: dict[Metric, Mapping[str, CellCodes]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
+
+    def cells_known(self, metric: Metric) -> Mapping[str, CellCodes] | None:
+        """``metric``'s cell codes if this view has them already (None: not worked out)."""
+        return self.cells if metric is self.cells_metric else self._more_cells.get(metric)
+
+    def cells_for(self, metric: Metric) -> Mapping[str, CellCodes]:
+        """The map's cell codes of every node for ``metric``, the one place they come from. The stage's
+        metric comes with the view; another (the user has just switched, and the next view will carry it)
+        is worked out here once, from the same rows and problems, so the map never judges a cell itself.
+        A node's codes are the same tuple while its row is the same object: that identity is the map's
+        change signal."""
+        if metric is self.cells_metric:
+            return self.cells
+        done = self._more_cells.get(metric)
+        if done is None:
+            scale = self.scales[metric]
+            rows = self.rows
+            done = {
+                node.name: cell_codes(node, row.problems, metric, scale, row.idle_gpu_indices)
+                for node in self.snapshot.nodes
+                if (row := rows.get(node.name)) is not None
+            }
+            self._more_cells[metric] = done
+        return done
 
 
 def _mean(values: list[float]) -> float | None:

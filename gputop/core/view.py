@@ -84,7 +84,9 @@ class ViewStage:
         cells: dict[str, CellCodes] = {}
         metric = self.cell_metric
         scale = self.scales[metric]
-        previous_cells = previous.cells if previous is not None and previous.cells_metric is metric else None
+        # same row, same metric: same cells (the same tuple, which tells the map nothing moved); after a
+        # switch, the cells the previous view worked out for this metric on the map's first ask
+        previous_cells = previous.cells_known(metric) if previous is not None else None
         previous_rows = previous.rows if previous is not None else {}
         thresholds = self.thresholds
         for start in range(0, len(snapshot.nodes), DERIVE_CHUNK_NODES):
@@ -95,7 +97,7 @@ class ViewStage:
             for node in chunk:
                 row = chunk_rows[node.name]
                 if previous_cells is not None and previous_rows.get(node.name) is row:
-                    cells[node.name] = previous_cells[node.name]  # same row, same metric: same cells
+                    cells[node.name] = previous_cells[node.name]
                 else:
                     cells[node.name] = cell_codes(node, row.problems, metric, scale, row.idle_gpu_indices)
             rows.update(chunk_rows)
@@ -111,6 +113,7 @@ class ViewStage:
             summary=summarize(rows.values()),
             cells=cells,
             cells_metric=metric,
+            scales=self.scales,
             idle=idle,
             jobs=jobs,
             source_errors=source_errors,

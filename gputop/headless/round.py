@@ -140,7 +140,7 @@ async def _tick(
         clock=clock,
         poll=poll,
         thresholds=config.thresholds,
-        on_view=lambda _view, _delta: None,
+        on_view=lambda _view: None,
         is_demo=is_demo,
         judge_at_once=True,  # one round has no past to wait on: a temperature over its threshold now counts
     )

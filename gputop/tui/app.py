@@ -19,7 +19,6 @@ from gputop.actions.execute import ActionOutcome
 from gputop.clock import Clock
 from gputop.core.config import Config
 from gputop.core.metrics import HeatScale, Metric
-from gputop.core.models import SnapshotDelta
 from gputop.core.node_actions import MAX_REASON_CHARS, NodeAction, folded_reason, reason_template
 from gputop.core.safe_text import safe_block, safe_line
 from gputop.core.source_problems import problems_of
@@ -66,10 +65,9 @@ NOTICE_MAX_LINES = 12
 
 
 class ViewUpdated(Message):
-    def __init__(self, view: ClusterView, delta: SnapshotDelta) -> None:
+    def __init__(self, view: ClusterView) -> None:
         super().__init__()
         self.view = view
-        self.delta = delta
 
 
 class GputopApp(App[None]):
@@ -154,7 +152,7 @@ class GputopApp(App[None]):
             return
         apply = getattr(self.screen, "apply_view", None)
         if apply is not None:
-            self.call_after_refresh(apply, self.view, None)
+            self.call_after_refresh(apply, self.view)
 
     @property
     def palette(self) -> Palette:
@@ -210,8 +208,8 @@ class GputopApp(App[None]):
         # is painted, the first key that opens one does not wait either.
         from gputop.tui.screens import alerts, help, node, node_action, queue  # noqa: F401
 
-    def _on_poller_view(self, view: ClusterView, delta: SnapshotDelta) -> None:
-        self.post_message(ViewUpdated(view, delta))
+    def _on_poller_view(self, view: ClusterView) -> None:
+        self.post_message(ViewUpdated(view))
 
     def on_view_updated(self, message: ViewUpdated) -> None:
         self.view = message.view
@@ -223,7 +221,7 @@ class GputopApp(App[None]):
                 # exiting and taking its screens apart (a tick landing then found a MIG dialog without
                 # its widgets).
                 if apply is not None and screen.is_mounted and screen.is_attached:
-                    apply(message.view, message.delta)
+                    apply(message.view)
         self._announce_source_problems(message.view)
         self._announce_new_crit(message.view)
         if not self._gc_frozen and self.settings.freeze_gc:

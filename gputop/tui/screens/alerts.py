@@ -12,7 +12,6 @@ from textual.widgets import Static
 
 from gputop.core.alerts import Alert, alert_reason
 from gputop.core.health import format_age
-from gputop.core.models import SnapshotDelta
 from gputop.core.safe_text import safe_line
 from gputop.core.summary import ClusterView
 from gputop.tui.screens.base import GputopScreen
@@ -48,10 +47,10 @@ class AlertsScreen(GputopScreen):
         self.query_one(AlertTable).focus()
         view = self.gputop.view
         if view is not None:
-            self.apply_view(view, None)
+            self.apply_view(view)
 
     # -- data -----------------------------------------------------------------------------------------------
-    def apply_view(self, view: ClusterView, _delta: SnapshotDelta | None) -> None:
+    def apply_view(self, view: ClusterView) -> None:
         self.query_one(StatusHeader).apply_view(view)
         self._show(view.snapshot.taken_at_s)
 

@@ -12,7 +12,6 @@ from textual.widgets import Input, Static
 
 from gputop.core.filter import FilterError, NodeFilter, parse_filter
 from gputop.core.metrics import Metric
-from gputop.core.models import SnapshotDelta
 from gputop.core.safe_text import safe_line
 from gputop.core.summary import ClusterView
 from gputop.tui.messages import NodeOpened, NodeSelected
@@ -76,10 +75,10 @@ class DashboardScreen(GputopScreen):
     def on_screen_resume(self) -> None:
         view = self.gputop.view
         if view is not None:
-            self.apply_view(view, None)
+            self.apply_view(view)
 
     # -- data -------------------------------------------------------------------------------------------
-    def apply_view(self, view: ClusterView, _delta: SnapshotDelta | None) -> None:
+    def apply_view(self, view: ClusterView) -> None:
         table = self.query_one(NodeTable)
         table.apply_view(view)
         self.query_one(ClusterMap).apply_view(view)

@@ -26,7 +26,7 @@ from gputop.actions.audit import AuditLog
 from gputop.actions.mig import MigRun, Step, StepOutcome, run_steps
 from gputop.core.config import MigConfig
 from gputop.core.mig_preconditions import PreconditionFailure
-from gputop.core.models import NodeSample, SlurmState, SnapshotDelta
+from gputop.core.models import NodeSample, SlurmState
 from gputop.core.safe_text import safe_block, safe_line
 from gputop.core.summary import ClusterView
 from gputop.sources.slurm_runner import Runner
@@ -153,7 +153,7 @@ class MigActionScreen(ModalScreen[None]):
         self.query_one("#cancel", Button).focus()
 
     # -- planning -----------------------------------------------------------------------------------------
-    def apply_view(self, view: ClusterView, delta: SnapshotDelta | None) -> None:
+    def apply_view(self, view: ClusterView) -> None:
         """New data while the dialog is on top: plan again before the run, judge the result after it."""
         self.view = view
         node = view.snapshot.node(self.node)
@@ -166,7 +166,7 @@ class MigActionScreen(ModalScreen[None]):
         # Back from the drain dialog: the node may be drained now.
         view = getattr(self.app, "view", None)
         if isinstance(view, ClusterView):
-            self.apply_view(view, None)
+            self.apply_view(view)
 
     def replan(self) -> None:
         node = self.view.snapshot.node(self.node)

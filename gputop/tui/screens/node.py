@@ -3,6 +3,7 @@ NICs connect. From here GPUs are marked, repartitioned and have their MIG mode c
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
@@ -14,7 +15,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Static
 
 from gputop.core.health import format_age
-from gputop.core.models import GpuSample, NodeSample, Severity, SlurmState, SnapshotDelta
+from gputop.core.models import GpuSample, NodeSample, Severity, SlurmState
 from gputop.core.parsers.query_gpu import throttling_reasons
 from gputop.core.problem import GpuVerdict, Problem, gpu_kind_severities, gpu_verdicts
 from gputop.core.safe_text import safe_line
@@ -215,6 +216,8 @@ class NodeScreen(GputopScreen):
         super().__init__()
         self.node_name = node_name
         self._rows_shown: list[int] = []
+        # the row, Slurm state and palette on screen: identity tells whether anything moved
+        self._shown: tuple[NodeRow | None, SlurmState | None, Palette | None] = (None, None, None)
         self.marked_gpus: set[int] = set()
 
     def compose(self) -> ComposeResult:
@@ -235,12 +238,12 @@ class NodeScreen(GputopScreen):
         self.query_one("#gpus", DataTable).focus()
         view = self.gputop.view
         if view is not None:
-            self.apply_view(view, None)
+            self.apply_view(view)
 
     def on_screen_resume(self) -> None:
         view = self.gputop.view
         if view is not None:
-            self.apply_view(view, None)
+            self.apply_view(view)
 
     def action_back(self) -> None:
         self.app.pop_screen()
@@ -273,22 +276,26 @@ class NodeScreen(GputopScreen):
             self._rows_shown = []
             self.marked_gpus = set()
             self.query_one("#gpus", DataTable).clear()
-            self.apply_view(view, None)
+            self.apply_view(view)
 
-    def apply_view(self, view: ClusterView, delta: SnapshotDelta | None) -> None:
+    def apply_view(self, view: ClusterView) -> None:
         if not self.is_mounted:
             return  # a tick that lands between push and compose: on_mount shows the newest view
         self.query_one(StatusHeader).apply_view(view)
-        if delta is not None and self.node_name not in delta.changed and self._rows_shown:
-            return
         node = view.snapshot.node(self.node_name)
         row = view.rows.get(self.node_name)
+        # The row is the same object while the node's sample, Slurm entry and problems are: nothing on
+        # this screen moved unless it or the Slurm state (the jobs on its GPUs) did.
+        shown = (row, view.snapshot.slurm, self.gputop.palette)  # a new theme is a new palette
+        if row is not None and self._rows_shown and all(map(operator.is_, shown, self._shown)):
+            return
+        self._shown = shown
         if node is None or row is None:
             self.query_one("#node-title", Static).update(
                 safe_line(f"{self.node_name}: no longer in the cluster")
             )
             return
-        palette = self.gputop.palette
+        palette = shown[2]
         self._update_title(node, row, palette)
         self._update_gpus(node, view.snapshot.slurm, palette, row.problems)
         self.query_one("#details-text", Static).update(self._details(node, row, view, palette))

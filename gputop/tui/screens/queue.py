@@ -14,7 +14,6 @@ from textual.widgets import Input, Static
 from gputop.core.filter import FilterError
 from gputop.core.idle import IdleState
 from gputop.core.jobs import JobRow, parse_job_filter
-from gputop.core.models import SnapshotDelta
 from gputop.core.nodeset import fold_indices, natural_key
 from gputop.core.safe_text import safe_line
 from gputop.core.summary import ClusterView
@@ -88,10 +87,10 @@ class QueueScreen(GputopScreen):
         self.query_one(JobTable).focus()
         view = self.gputop.view
         if view is not None:
-            self.apply_view(view, None)
+            self.apply_view(view)
 
     # -- data -----------------------------------------------------------------------------------------------
-    def apply_view(self, view: ClusterView, _delta: SnapshotDelta | None) -> None:
+    def apply_view(self, view: ClusterView) -> None:
         self.query_one(StatusHeader).apply_view(view)
         self.query_one(ClusterMap).apply_view(view)
         self.query_one(JobTable).set_rows(view.jobs)

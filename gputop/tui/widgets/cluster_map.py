@@ -32,11 +32,9 @@ from gputop.core.heatmap import (
     NA,
     STALE,
     CellCodes,
-    cell_codes,
 )
 from gputop.core.metrics import HEAT_STEPS, HeatScale, Metric
-from gputop.core.models import NodeSample
-from gputop.core.summary import ClusterView, NodeRow
+from gputop.core.summary import ClusterView
 from gputop.tui.messages import NodeOpened, NodeSelected
 from gputop.tui.palette import Palette, PaletteCache
 from gputop.tui.strips import line_strip
@@ -165,8 +163,8 @@ class ClusterMap(Widget, can_focus=True):
         self._layout_key: tuple[int, int] = (0, 0)
         self._palettes = PaletteCache()
         self._styles: CellStyles | None = None
-        # name -> (sample, row, codes): codes are recomputed only when the sample or row object changed
-        self._codes: dict[str, tuple[NodeSample, NodeRow | None, Codes]] = {}
+        # the view's cell codes for the map's metric, by node (the core's: the map never works them out)
+        self._cells: Mapping[str, Codes] = {}
         # line -> (signature, strip): a line is rebuilt only when its signature changed
         self._lines: dict[int, tuple[object, Strip]] = {}
 
@@ -185,20 +183,18 @@ class ClusterMap(Widget, can_focus=True):
                 )
                 or 8
             )
-            self._codes.clear()
             self._forget_lines()
             self.refresh(layout=True)
         self._view = view
         if self.selected is None and self._names:
             self.selected = self._names[0]
-        self._update_codes(view)
+        self._cells = view.cells_for(self.metric)
         self._refresh_changed_lines()
 
     def set_metric(self, metric: Metric) -> None:
         self.metric = metric
-        self._codes.clear()
         if self._view is not None:
-            self._update_codes(self._view)
+            self._cells = self._view.cells_for(metric)
         self._forget_lines()
 
     def set_filter(
@@ -242,25 +238,9 @@ class ClusterMap(Widget, can_focus=True):
         self.refresh()
 
     # -- cell codes -------------------------------------------------------------------------------------
-    def _update_codes(self, view: ClusterView) -> None:
-        rows = view.rows
-        cached = self._codes
-        for node in view.snapshot.nodes:
-            row = rows.get(node.name)
-            entry = cached.get(node.name)
-            if entry is None or entry[0] is not node or entry[1] is not row:
-                cached[node.name] = (node, row, self._node_codes(node, row, view))
-
-    def _node_codes(self, node: NodeSample, row: NodeRow | None, view: ClusterView) -> Codes:
-        codes = view.cells.get(node.name) if view.cells_metric is self.metric else None
-        if codes is None:
-            if row is None:
-                codes = cell_codes(node, (), self.metric, self.scales[self.metric])
-            else:
-                codes = cell_codes(
-                    node, row.problems, self.metric, self.scales[self.metric], row.idle_gpu_indices
-                )
-        # every node as wide as the widest, so groups line up
+    def _codes(self, name: str) -> Codes:
+        """``name``'s cell codes, every node as wide as the widest so groups line up."""
+        codes = self._cells.get(name, ())
         pad = self._gpus_per_node - len(codes)
         return codes + (EMPTY,) * pad if pad > 0 else codes[: self._gpus_per_node]
 
@@ -324,7 +304,9 @@ class ClusterMap(Widget, can_focus=True):
 
     def _signature(self, line: int, layout: MapLayout) -> object:
         names = self._line_names(line, layout)
-        codes = tuple(self._codes[name][2] if name in self._codes else () for name in names)
+        # the view's tuples: the same objects while the nodes did not move, so comparing them is quick
+        cells = self._cells
+        codes = tuple(cells.get(name, ()) for name in names)
         selected = names.index(self.selected) if self.selected in names else -1
         kept = self._kept_gpus
         dimmed = tuple((n in self.highlighted, kept.get(n)) for n in names) if self._filtered else ()
@@ -387,7 +369,7 @@ class ClusterMap(Widget, can_focus=True):
             else:
                 segments.append(Segment(" ", palette.empty))
             after_selected = selected
-            codes = self._codes[name][2]
+            codes = self._codes(name)
             dims = self._dims(name, len(codes))
             if layout.compact:
                 self._compact_cells(segments, codes, styles, dims)
