@@ -20,7 +20,8 @@ from gputop.sim.demo_actions import (
     TOO_FEW_ARGUMENTS,
     SimulatedScontrol,
 )
-from gputop.sim.simulator import DRAIN_REASON, SimulatedCluster
+from gputop.sim.incidents import DRAIN_REASON
+from gputop.sim.simulator import SimulatedCluster
 from gputop.sources.slurm_runner import Completed, RunFailed, Runner
 
 T0 = 1_700_000_000.0

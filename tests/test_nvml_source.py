@@ -12,7 +12,8 @@ import threading
 import pytest
 
 from gputop.core.models import Reachability, SourceResult
-from gputop.sim.simulator import SimulatedCluster, incident_node_indices
+from gputop.sim.incidents import incident_node_indices
+from gputop.sim.simulator import SimulatedCluster
 from gputop.sources import nvml as nvml_source
 from gputop.sources.nvml import RETRY_FIRST_S, NvmlSource, throttle_reason_names
 from tests.fake_pynvml import CONSTANTS, ERRORS, MIB, START_S, FakeNvml

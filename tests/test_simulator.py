@@ -13,13 +13,9 @@ from gputop.core.models import GpuSample, NodeSample, SlurmBaseState, SourceResu
 from gputop.core.parsers.nvlink import NvlinkStatus
 from gputop.core.parsers.topo import Topology
 from gputop.sim.gpu_models import GPU_MODELS, gpu_model
-from gputop.sim.simulator import (
-    INCIDENT_KINDS,
-    MAX_CATCH_UP_STEPS,
-    SILENT_BEFORE_START_S,
-    SimulatedCluster,
-    incident_node_indices,
-)
+from gputop.sim.incidents import INCIDENT_KINDS, incident_node_indices
+from gputop.sim.simulator import SILENT_BEFORE_START_S, SimulatedCluster
+from gputop.sim.workload import MAX_CATCH_UP_STEPS
 
 T0 = 1_700_000_000.0
 

@@ -166,12 +166,12 @@ def test_gputop_check_prints_problems_with_escapes_visibly(tmp_path: object) -> 
     script = (
         "import sys, dataclasses\n"
         "from tests.hostile.test_hostile_text_routes import HOSTILE\n"
-        "import gputop.sim.simulator as sim\n"
-        "real = sim.SimulatedCluster._slurm_node\n"
-        "def hostile(self, i, t):\n"
-        "    node = real(self, i, t)\n"
+        "import gputop.sim.slurm_render as render\n"
+        "real = render.slurm_node\n"
+        "def hostile(cluster, i, t):\n"
+        "    node = real(cluster, i, t)\n"
         "    return dataclasses.replace(node, reason=HOSTILE) if node.reason else node\n"
-        "sim.SimulatedCluster._slurm_node = hostile\n"
+        "render.slurm_node = hostile\n"
         "from gputop.cli import main\n"
         "sys.exit(main(['check', '--demo', '--timeout', '20']))\n"
     )
