@@ -17,6 +17,7 @@ from gputop.core.parsers.gpu_list import GpuList, parse_gpu_list
 from gputop.core.parsers.query_gpu import (
     QUERY_GPU_FIELDS,
     QueryGpuResult,
+    StreamLineReader,
     header_fields,
     parse_query_gpu,
     parse_query_gpu_line,
@@ -918,3 +919,17 @@ def test_a_wide_header_with_camelcase_names_is_a_header(name: str, model: str, w
     assert len(result.fields) == width and len(result.gpus) == 1
     gpu = result.gpus[0]
     assert gpu.name == model and gpu.temp_c is not None and gpu.mem_total_mib
+
+
+def test_a_reader_that_guards_a_column_keeps_that_to_itself() -> None:
+    """Each stream reader owns its compiled plan: one GPU that prints "[N/A]" in a column makes its own
+    reader take the careful converter there, not every other node's reader of the same layout."""
+    quirky, plain = StreamLineReader(QUERY_GPU_FIELDS), StreamLineReader(QUERY_GPU_FIELDS)
+    odd = quirky.read(stream_line(power__draw="[N/A]"), {})
+    assert isinstance(odd, GpuSample) and odd.power_w is None
+    quirky_plan, plain_plan = quirky.read.args[0], plain.read.args[0]  # type: ignore[attr-defined]
+    assert quirky_plan.guarded and not plain_plan.guarded
+    assert quirky_plan.fast is not plain_plan.fast
+    assert not StreamLineReader(QUERY_GPU_FIELDS).read.args[0].guarded  # type: ignore[attr-defined]
+    read = plain.read(stream_line(), {})
+    assert isinstance(read, GpuSample) and read.power_w == 612.34

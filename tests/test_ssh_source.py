@@ -6,8 +6,9 @@ import asyncio
 import contextlib
 import dataclasses
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import asyncssh
 import pytest
@@ -17,7 +18,7 @@ from gputop.core.config import ClusterConfig, Config, PollConfig
 from gputop.core.models import NodeSample, Reachability
 from gputop.core.parsers.compute_apps import ComputeAppsResult, parse_compute_apps
 from gputop.sim.fake_fleet import Fault, Fleet, run_fleet
-from gputop.sources.commands import CommandSpec, default_commands
+from gputop.sources.commands import default_commands
 from gputop.sources.parse_cache import ParseCache
 from gputop.sources.ssh import SshSource, link_settings
 from gputop.sources.ssh_node import NodeLink
@@ -77,20 +78,35 @@ def offline_link() -> NodeLink:
     return NodeLink("n1", settings, default_commands(), time.time, asyncio.Semaphore(1))
 
 
-def count_fact_runs(source: SshSource) -> dict[str, int]:
-    """Slow-fact runs by node from now on (a started source's links), filled in as they start."""
-    runs: dict[str, int] = {}
-    for link in source.links.values():
-        original = link._run_round
+SLOW_FACTS = frozenset(name for name, spec in default_commands().items() if not spec.stream)
 
-        async def counted(
-            conn: object, shell: object, specs: list[object], _o: object = original, _n: str = link.name
-        ) -> None:
-            runs[_n] = runs.get(_n, 0) + len(specs)
-            await _o(conn, shell, specs)  # type: ignore[operator]
 
-        link._run_round = counted  # type: ignore[method-assign]
-    return runs
+class FactRuns(Mapping[str, int]):
+    """Slow-fact runs by node from now on, as the fleet's nodes saw them."""
+
+    def __init__(self, fleet: Fleet) -> None:
+        self._served = fleet.served
+        self._start = len(fleet.served)
+
+    def _counts(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for served in list(self._served)[self._start :]:
+            if served.what in SLOW_FACTS:
+                counts[served.node] = counts.get(served.node, 0) + 1
+        return counts
+
+    def __getitem__(self, node: str) -> int:
+        return self._counts()[node]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._counts())
+
+    def __len__(self) -> int:
+        return len(self._counts())
+
+
+def count_fact_runs(fleet: Fleet) -> FactRuns:
+    return FactRuns(fleet)
 
 
 def answering(fleet: Fleet) -> list[str]:
@@ -240,7 +256,7 @@ async def test_processes_are_not_asked_again_while_gpu_memory_stays_put(fleet: F
         if name not in ("metrics", "processes"):
             del source.commands[name]
     async with started(source):
-        runs = count_fact_runs(source)
+        runs = count_fact_runs(fleet)
         await wait_for(source, lambda nodes: all(nodes[n].gpus for n in answering(fleet)))
         await asyncio.sleep(2.0)
         # 2 s at 0.1 s would be 20 runs per node if each one ran; memory moves now and then in the
@@ -308,7 +324,7 @@ async def test_a_node_that_prints_the_same_slow_fact_again_is_not_parsed_again(f
         "ibstat": dataclasses.replace(spec, interval_s=0.1),
     }
     async with started(source):
-        runs_by_node = count_fact_runs(source)
+        runs_by_node = count_fact_runs(fleet)
         names = answering(fleet)
         first = await wait_for(source, lambda ns: all(ns[n].ib_ports for n in names))
         await asyncio.sleep(1.5)
@@ -424,40 +440,43 @@ def test_samples_share_their_facts_until_a_fact_or_a_fact_error_changes() -> Non
     assert third.facts.gpu_list == first.facts.gpu_list and third.facts is not first.facts
 
 
-def count_rounds(source: SshSource) -> list[tuple[str, tuple[str, ...]]]:
-    """(node, the facts in it, in order) for each round of slow facts from now on."""
-    rounds: list[tuple[str, tuple[str, ...]]] = []
-    for link in source.links.values():
-        original = link._run_round
+class Rounds(Sequence[tuple[str, tuple[str, ...]]]):
+    """(node, the facts in it, in order) for each round of slow facts from now on, as the fleet's nodes
+    saw them (a round is the commands that came with one nonce in a node's fact shell)."""
 
-        async def counted(
-            conn: object, shell: object, specs: list[CommandSpec], _o: object = original, _n: str = link.name
-        ) -> None:
-            rounds.append((_n, tuple(s.name for s in specs)))
-            await _o(conn, shell, specs)  # type: ignore[operator]
+    def __init__(self, fleet: Fleet) -> None:
+        self._served = fleet.served
+        self._start = len(fleet.served)
 
-        link._run_round = counted  # type: ignore[method-assign]
-    return rounds
+    def _rounds(self) -> list[tuple[str, tuple[str, ...]]]:
+        by_round: dict[tuple[str, str], list[str]] = {}
+        for served in list(self._served)[self._start :]:
+            if served.round is not None:
+                by_round.setdefault((served.node, served.round), []).append(served.what)
+        return [(node, tuple(names)) for (node, _), names in by_round.items()]
+
+    def __getitem__(self, index: Any) -> Any:
+        return self._rounds()[index]
+
+    def __len__(self) -> int:
+        return len(self._rounds())
 
 
-async def test_a_nodes_slow_facts_due_together_run_in_one_round_of_its_fact_shell(
-    fleet: Fleet, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from gputop.sources import ssh_fact_shell
+def count_rounds(fleet: Fleet) -> Rounds:
+    return Rounds(fleet)
 
-    shells_started: list[object] = []
-    original = ssh_fact_shell._ShellSession
 
-    class Counted(original):  # type: ignore[valid-type,misc]
-        def __init__(self) -> None:
-            shells_started.append(self)
-            super().__init__()
+def served(fleet: Fleet, what: str, node: str | None = None) -> int:
+    """How many times the fleet's nodes (or ``node``) were asked ``what`` so far."""
+    return sum(1 for s in list(fleet.served) if s.what == what and node in (None, s.node))
 
-    monkeypatch.setattr(ssh_fact_shell, "_ShellSession", Counted)
+
+async def test_a_nodes_slow_facts_due_together_run_in_one_round_of_its_fact_shell(fleet: Fleet) -> None:
+    shells_before = served(fleet, "shell")
     config = fast(load_config(fleet.config_path))
     source = SshSource(cluster_of(config), config.poll, time.time)
     async with started(source):
-        rounds = count_rounds(source)
+        rounds = count_rounds(fleet)
         up = answering(fleet)
         await wait_for(source, lambda ns: all(ns[n].gpus for n in up))
         source.refresh()  # every fact is due at once
@@ -483,19 +502,15 @@ async def test_a_nodes_slow_facts_due_together_run_in_one_round_of_its_fact_shel
         while any(sum(node == n for node, _ in rounds) < 2 for n in up) and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
         assert all(sum(node == n for node, _ in rounds) >= 2 for n in up), rounds
-        assert len(shells_started) == len(up)
+        assert served(fleet, "shell") - shells_before == len(up), "one fact shell per connection"
 
 
-async def test_a_node_whose_shell_does_not_run_the_script_gets_its_facts_one_exec_each(
-    fleet: Fleet, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from gputop.sim.fake_fleet import responder
-
-    monkeypatch.setattr(responder, "_SHELLS", ())  # "sh: 1: exec: not found", as a forced command might
+async def test_a_node_whose_shell_does_not_run_the_script_gets_its_facts_one_exec_each(fleet: Fleet) -> None:
+    name = answering(fleet)[0]
+    fleet.faults.set(name, Fault.NO_SHELL)  # "sh: 1: exec: not found", as a forced command might say
     config = fast(load_config(fleet.config_path))
     source = SshSource(cluster_of(config), config.poll, time.time)
     async with started(source):
-        name = answering(fleet)[0]
         await wait_for(source, lambda ns: bool(ns[name].gpus))
         source.refresh()
         nodes = await wait_for(
@@ -530,16 +545,9 @@ async def test_a_node_whose_nvidia_smi_fails_keeps_its_connection_and_still_show
     fleet.faults.set(victim, fault)
     source = SshSource(cluster_of(config), config.poll, time.time)
     async with started(source):
-        connects = 0
         link = source.links[victim]
-        original = link._connect
-
-        async def counted() -> object:
-            nonlocal connects
-            connects += 1
-            return await original()
-
-        link._connect = counted  # type: ignore[method-assign]
+        await wait_for(source, lambda ns: link.connected)
+        connects_before = served(fleet, "connect", victim)
         await wait_for(source, lambda ns: ns[victim].error not in (None, "connecting") and link.connected)
         source.refresh()  # the facts now, not after their spread-out first delay
         nodes = await wait_for(
@@ -548,7 +556,8 @@ async def test_a_node_whose_nvidia_smi_fails_keeps_its_connection_and_still_show
         node = nodes[victim]
         assert node.reachability is Reachability.DOWN and node.gpus == ()
         assert ("not installed" if fault is Fault.NO_NVIDIA_SMI else "lost") in (node.error or ""), node.error
-        assert link.connected and connects <= 1, "the stream restarts on the same connection"
+        connects = served(fleet, "connect", victim) - connects_before
+        assert link.connected and connects == 0, "the stream restarts on the same connection"
 
 
 async def test_the_first_round_of_facts_comes_within_the_shortest_cadence(
@@ -563,7 +572,7 @@ async def test_the_first_round_of_facts_comes_within_the_shortest_cadence(
         if not spec.stream:
             source.commands[name] = dataclasses.replace(spec, interval_s=0.3)
     async with started(source):
-        rounds = count_rounds(source)
+        rounds = count_rounds(fleet)
         node = answering(fleet)[0]
         await wait_for(source, lambda ns: source.links[node].connected)
         connected_at = time.monotonic()
@@ -574,24 +583,18 @@ async def test_the_first_round_of_facts_comes_within_the_shortest_cadence(
 
 
 @pytest.mark.parametrize("in_the_shell", [True, False], ids=["fact shell", "one exec each"])
-async def test_a_fact_that_prints_without_end_is_cut_off_and_said(
-    fleet: Fleet, monkeypatch: pytest.MonkeyPatch, in_the_shell: bool
-) -> None:
+async def test_a_fact_that_prints_without_end_is_cut_off_and_said(fleet: Fleet, in_the_shell: bool) -> None:
     """A node whose ibstat prints 17 MiB: gputop keeps at most 16 MiB of a command's output, stops it and
     says so, and the node's other facts and its stream go on."""
-    from gputop.sim.fake_fleet import responder
-
-    if not in_the_shell:
-        monkeypatch.setattr(responder, "_SHELLS", ())
     config = fast(load_config(fleet.config_path))
     source = SshSource(cluster_of(config), config.poll, time.time)
     name = answering(fleet)[0]
-    fleet.faults.set(name, Fault.FLOOD)
+    fleet.faults.set(name, Fault.FLOOD, *(() if in_the_shell else (Fault.NO_SHELL,)))
     async with started(source):
         nodes = await wait_for(source, lambda ns: ns[name].facts.ibstat.error is not None, 20)
         assert nodes[name].facts.ibstat.error == "ibstat printed more than 16 MiB: cut off"
         assert nodes[name].gpus and nodes[name].reachability is Reachability.OK
-        fleet.faults.set(name)
+        fleet.faults.set(name, *(() if in_the_shell else (Fault.NO_SHELL,)))
         source.refresh()  # ibstat runs every 30 s: ask for it now
         await wait_for(source, lambda ns: bool(ns[name].ib_ports) and not ns[name].facts.errors(), 20)
 

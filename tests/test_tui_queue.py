@@ -245,11 +245,10 @@ async def test_jobs_that_come_and_go_are_placed_as_a_full_sort_would() -> None:
             for i in range(12):
                 job = dataclasses.replace(template.job, job_id=str(9_500_000 - 7 * i), user=f"late{i % 3}")
                 changed[job.job_id] = dataclasses.replace(template, job=job, id_key=job_id_key(job.job_id))
-            reorders = []
-            table._reorder = lambda seen=reorders: seen.append(True)  # type: ignore[method-assign,misc]
+            sorts = table.full_sorts
             table.set_rows(changed)
-            assert not reorders, "a few jobs came and went: no full sort"
+            assert table.full_sorts == sorts, "a few jobs came and went: no full sort"
             inserted = list(table.order)
-            del table._reorder
-            table._reorder()
+            table.sort_by(column, reverse)  # the same order, sorted in full
+            assert table.full_sorts > sorts
             assert inserted == table.order, (column, reverse, text)

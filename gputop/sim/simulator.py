@@ -166,6 +166,7 @@ class SimulatedCluster:
         self._n = nodes
         self._node_index = {name: i for i, name in enumerate(self.node_names)}
         self._step_index = 0
+        self.steps_run = 0  # steps simulated since it was built (a long pause skips, not replays, most)
         # Separate streams, so the jobs Slurm runs do not depend on how many GPUs draw noise.
         self._setup_rng = random_stream(seed, "setup")
         self._sched_rng = random_stream(seed, "sched")
@@ -211,6 +212,7 @@ class SimulatedCluster:
             self._begin_step(t)
             self._evolve_nodes(0, self._n)
             self._step_index += 1
+            self.steps_run += 1
 
     async def advance_and_yield(self, now_s: float, chunk_nodes: int = 100) -> None:
         """`advance_to`, handing the event loop back every ``chunk_nodes`` nodes so a large step never
@@ -230,6 +232,7 @@ class SimulatedCluster:
                 # Cancelled half way (a poller deadline), the step still completes: no half-evolved state.
                 self._evolve_nodes(done, self._n)
                 self._step_index += 1
+                self.steps_run += 1
 
     async def result_and_yield(self, chunk_nodes: int = 100) -> SourceResult:
         """`result`, built a slice of nodes at a time with the event loop handed back in between."""

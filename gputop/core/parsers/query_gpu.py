@@ -296,8 +296,8 @@ class _Plan:
     has_uuid: bool
     # The steps compiled into one function of (cells, processes by GPU UUID), with the builtin float and
     # int for numbers except in the guarded columns, where a line has shown a cell only the careful
-    # converters read ("[N/A]"). Replaced in place when a column needs guarding, so that a reader holding
-    # the plan sees it.
+    # converters read ("[N/A]"). Each reader holds a plan of its own (`_own_plan`) and replaces this in
+    # place when one of its columns needs guarding: one node's "[N/A]" never slows another's reader.
     fast: Reader
     guarded: frozenset[int] = frozenset()
 
@@ -349,20 +349,26 @@ def _compile(steps: Sequence[_Step], template: tuple[Any, ...], guarded: frozens
     return compile_reader(GpuSample, template, quick, memoized=memoized, lookup=(_UUID_AT, _PROCESSES_AT))
 
 
-_PLANS: dict[tuple[str, ...], _Plan] = {}
+@functools.lru_cache(maxsize=_MAX_PLANS)
+def _layout(fields: tuple[str, ...]) -> _Plan:
+    """The plan of a column layout, compiled once and never changed: readers start from a copy of it."""
+    return _plan_for(fields)
 
 
-def _plan(fields: Sequence[str]) -> _Plan:
-    try:
-        return _PLANS[fields]  # type: ignore[index]  # a tuple, as the sources pass it
-    except (KeyError, TypeError):
-        key = tuple(fields)
-        plan = _PLANS.get(key)
-        if plan is None:
-            if len(_PLANS) >= _MAX_PLANS:
-                _PLANS.clear()  # a file with ever-changing headers must not grow this without end
-            plan = _PLANS[key] = _plan_for(key)
-        return plan
+def _own_plan(fields: Sequence[str]) -> _Plan:
+    """A plan of its own for one reader: the layout's steps and compiled function, until a column of
+    this reader's needs guarding and it compiles its own (`_guard_columns`)."""
+    shared = _layout(tuple(fields))
+    return _Plan(
+        shared.fields,
+        shared.width,
+        shared.steps,
+        shared.extra,
+        shared.template,
+        shared.has_index,
+        shared.has_uuid,
+        shared.fast,
+    )
 
 
 def header_fields(cells: Sequence[str]) -> tuple[str, ...] | None:
@@ -405,8 +411,9 @@ class StreamLineReader:
 
     def __init__(self, fields: Sequence[str]) -> None:
         self.fields = tuple(fields)
+        # the reader's own plan: the partial holds it, and guarding a column recompiles it in place
         self.read: Callable[[str, Mapping[str, tuple[GpuProcess, ...]]], GpuSample | ParseFailure | None] = (
-            functools.partial(_read_line, _plan(self.fields))
+            functools.partial(_read_line, _own_plan(self.fields))
         )
 
 
@@ -417,7 +424,7 @@ def parse_query_gpu_line(line: str, fields: Sequence[str]) -> GpuSample | ParseF
     line with the wrong column count or an unreadable number. Without an ``index`` field every line is
     GPU 0: ask for the index.
     """
-    return _read_line(_plan(fields), line, _NO_PROCESSES)
+    return _read_line(_own_plan(fields), line, _NO_PROCESSES)
 
 
 def _read_line(
@@ -505,7 +512,7 @@ def parse_query_gpu(text: str, fields: Sequence[str] | None = None) -> QueryGpuR
     columns are `fields` (QUERY_GPU_FIELDS when not given). Rows that cannot be read are skipped with
     a note; an output without a single readable row is a ParseFailure."""
     notes = _Notes()
-    plan = _plan(fields if fields is not None else QUERY_GPU_FIELDS)
+    plan = _own_plan(fields if fields is not None else QUERY_GPU_FIELDS)
     header_seen = False
     gpus: list[GpuSample] = []
     rows: list[dict[str, str | None]] = []
@@ -517,7 +524,7 @@ def parse_query_gpu(text: str, fields: Sequence[str] | None = None) -> QueryGpuR
             continue
         cells = _split_cells(line)
         header = header_fields(cells)
-        if header is not None and not _plan(header).steps:
+        if header is not None and not _layout(header).steps:
             # a header names fields gputop reads: a line of junk such as "o." names none, and taken for
             # one it would make every one-cell line a GPU
             header = None
@@ -525,7 +532,7 @@ def parse_query_gpu(text: str, fields: Sequence[str] | None = None) -> QueryGpuR
             if header_seen and header != plan.fields:
                 notes.add(f"line {number}: the header changed to {', '.join(header)}")
             header_seen = True
-            plan = _plan(header)
+            plan = _own_plan(header)
             continue
         if len(cells) != plan.width:
             driver = detect_driver_error(line)

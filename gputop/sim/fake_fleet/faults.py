@@ -24,6 +24,7 @@ class Fault(StrEnum):
     OLD_DRIVER = "old_driver"  # nvidia-smi rejects the fields older drivers lack (OLD_DRIVER_LACKS)
     FLOOD = "flood"  # ibstat prints far more than gputop reads of one output (FLOOD_BYTES)
     IB_ADAPTER_FAILS = "ib_adapter_fails"  # ibstat lists all but the last adapter, then fails on it (255)
+    NO_SHELL = "no_shell"  # no shell for gputop (a forced command): each fact must run as its own command
 
 
 # What ibstat prints on a flooding node: more than gputop reads of one command's output (16 MiB).

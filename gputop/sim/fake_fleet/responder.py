@@ -11,9 +11,10 @@ from __future__ import annotations
 import random
 import shlex
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, NamedTuple
 
 from gputop.core.models import GpuSample, NodeSample, XidEvent
 from gputop.core.parsers.nvlink import NvlinkStatus
@@ -44,6 +45,17 @@ NO_MATCH_EXIT_STATUS: Final = 1  # journalctl --grep with nothing matched
 IBPANIC_EXIT_STATUS: Final = 255  # infiniband-diags' exit(-1)
 
 _IB_GUID_BASE: Final = 0x946DAE0300000000
+SERVED_KEPT: Final = 100_000  # the log of what nodes were asked keeps this many entries
+
+
+class Served(NamedTuple):
+    """One thing a node was asked, in order: "connect", "shell", "stream", or a command by its name in
+    gputop's command table ("nvidia-smi" for the MIG command lines, "unknown" for anything else), with
+    the fact-shell round it came in (None: on its own)."""
+
+    node: str
+    what: str
+    round: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,6 +214,12 @@ class Responder:
         self._garbage = random.Random(f"gputop-fake-fleet:{cluster.seed}:garbage")  # noqa: S311 - test noise
         self._views: dict[tuple[str, bool], NodeView] = {}
         self._views_step = -1.0
+        # what each node was asked, oldest first: how tests and the tool see what a client did, from the
+        # side of the nodes
+        self.served: deque[Served] = deque(maxlen=SERVED_KEPT)
+
+    def note(self, node: str, what: str, round_: str | None = None) -> None:
+        self.served.append(Served(node, what, round_))
 
     # ---- state
 
@@ -304,24 +322,33 @@ class Responder:
         """(stdout, stderr) that the node's sh prints for one line of its input: a step of gputop's
         round script, its command's answer framed by the step's markers; any other line, its answer."""
         step = parse_script_line(line)
-        reply = self.run_once(node, parse_command(line if step is None else step[2]))
+        reply = self.run_once(
+            node, parse_command(line if step is None else step[2]), None if step is None else step[0]
+        )
         if reply is None:  # a stream or a shell inside the shell: gputop sends neither
             reply = _not_found(shlex.split(line)[0])
         if step is None:
             return reply.stdout, reply.stderr
         return step_output(step[0], step[1], reply.stdout, reply.stderr, reply.exit_status)
 
-    def run_once(self, node: str, command: Command) -> Reply | None:
+    def run_once(self, node: str, command: Command, round_: str | None = None) -> Reply | None:
         """The answer of a command that runs once and exits; None for a stream or a shell, which keep
-        running (the server plays those)."""
+        running (the server plays those). ``round_``: the fact-shell round it is a step of."""
         if isinstance(command, OneShot):
+            self.note(node, command.name, round_)
             return self.answer(node, command)
         if isinstance(command, NvidiaSmi):
+            self.note(node, "nvidia-smi", round_)
             return self.nvidia_smi(node, command)
         if isinstance(command, Unknown):
+            self.note(node, "unknown", round_)
             return command.reply
         if isinstance(command, Script):
             return self.script(node, command)
+        if isinstance(command, Shell) and self.faults.has(node, Fault.NO_SHELL):
+            self.note(node, "unknown", round_)
+            return _not_found(_SHELLS[0][0])  # "sh: 1: exec: not found", as a forced command might say
+        self.note(node, "shell" if isinstance(command, Shell) else "stream", round_)
         return None
 
     def script(self, node: str, script: Script) -> Reply:

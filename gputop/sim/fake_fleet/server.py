@@ -14,6 +14,7 @@ import resource
 import shutil
 import tempfile
 import time
+from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +27,7 @@ from gputop.sim.fake_fleet.responder import (
     NVIDIA_SMI,
     Reply,
     Responder,
+    Served,
     Shell,
     Stream,
     old_driver_lacks,
@@ -132,6 +134,8 @@ class _NodeServer(asyncssh.SSHServer):
         node = self._login_node = username if core.is_node(username) or username == LOGIN_USER else None
         if conn is None:
             return True
+        if node is not None:
+            core.responder.note(node, "connect")
         if node is not None and core.stalls_handshake(node):
             # Key exchange is done but authentication never answers: to the client, the handshake hangs.
             return core.never(conn)
@@ -383,6 +387,12 @@ class Fleet:
     @property
     def node_names(self) -> tuple[str, ...]:
         return self.cluster.node_names
+
+    @property
+    def served(self) -> deque[Served]:
+        """What the nodes were asked, oldest first (the last SERVED_KEPT): connections, shells, streams
+        and commands, each command with the fact-shell round it came in."""
+        return self._core.responder.served
 
     @property
     def unresponsive_nodes(self) -> frozenset[str]:

@@ -81,6 +81,7 @@ class VirtualTable(ScrollView, can_focus=True):
         self.sort_reverse = False
         self.row_filter: Callable[[Any], bool] | None = None
         self.order: list[str] = []  # row keys on screen, filtered and sorted
+        self.full_sorts = 0  # how often every row was sorted again (a few rows that come and go are not)
         self.cursor_name: str | None = None
         self.marked: frozenset[str] = frozenset()
         self._rows: Mapping[str, Any] = {}
@@ -207,6 +208,7 @@ class VirtualTable(ScrollView, can_focus=True):
         self._reorder()
 
     def _reorder(self) -> None:
+        self.full_sorts += 1
         rows = self.filtered(list(self._rows.values()))
         self.order = self.ordered_keys(rows, self._columns_by_key[self.sort_column], self.sort_reverse)
         first = self.COLUMNS[0]
