@@ -246,6 +246,7 @@ def allocate(
     for local_rank, k in enumerate(idxs):
         g = node * g_per + k
         sim._gjob[g] = job
+        sim._noise_amp[g] = job.noise_amp
         sim._goff[g] = rng.uniform(-job.spread, job.spread)
         sim._noise[g] = 0.0
         ctx_w = sim._idle_w[g] * CONTEXT_POWER
@@ -286,6 +287,7 @@ def release_job(sim: SimulatedCluster, job: SimJob) -> None:
         for k in idxs:
             g = node * g_per + k
             sim._gjob[g] = sim._idle_job
+            sim._noise_amp[g] = 0.0
             sim._goff[g] = 0.0
             sim._noise[g] = 0.0
             sim._pbase[g] = sim._idle_w[g]
