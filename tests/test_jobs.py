@@ -543,3 +543,19 @@ def test_the_position_key_places_a_row_where_the_sort_would() -> None:
             assert by_key == by_sort, (key, reverse)
     with pytest.raises(ValueError, match="unknown sort key"):
         job_position_key("colour", False)
+
+
+def test_the_queue_takes_each_jobs_mean_utilization_from_the_idle_tracker_unchanged() -> None:
+    """The idle tracker reads every held GPU each tick and keeps each job's mean: the queue's rows use it,
+    and it is the mean the rows would work out themselves, job by job."""
+    sim = SimulatedCluster(nodes=64, start_time_s=1_700_000_000.0)
+    sim.advance_to(sim.start_time_s + 30)
+    result = sim.result()
+    snapshot = ClusterSnapshot.build("c", sim.now_s, result.nodes, result.slurm)
+    idle = IdleTracker(5.0, 10.0).update(snapshot)
+    assert idle.util_by_job, "running jobs have a mean"
+    with_tracker, on_their_own = job_rows(snapshot, idle), job_rows(snapshot)
+    assert with_tracker.keys() == on_their_own.keys()
+    for job_id, row in with_tracker.items():
+        assert row.util_mean_pct == on_their_own[job_id].util_mean_pct, job_id
+    assert sum(row.util_mean_pct is not None for row in with_tracker.values()) == len(idle.util_by_job)

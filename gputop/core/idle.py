@@ -61,6 +61,9 @@ class IdleState:
     wasted_s: Mapping[str, float] = field(default_factory=dict)  # job id -> idle GPU-seconds, while held
     flagged_by_job: Mapping[str, int] = field(default_factory=dict)  # job id -> flagged GPUs (> 0 only)
     flagged_by_node: Mapping[str, tuple[IdleGpu, ...]] = field(default_factory=dict)  # in index order
+    # job id -> mean utilization of the GPUs a running job holds on answering nodes (those that report
+    # one): the tracker reads every one of them anyway, and the queue's rows need the mean
+    util_by_job: Mapping[str, float] = field(default_factory=dict)
 
     def since(self, node: str, index: int) -> float | None:
         """When the GPU was first seen idle, or None when it is not idle."""
@@ -120,6 +123,7 @@ class IdleTracker:
         ok = Reachability.OK
         gpus: dict[GpuKey, IdleGpu] = {}
         wasted: dict[str, float] = {}
+        util_by_job: dict[str, float] = {}
         for job in slurm.jobs:
             state_word = job.state
             job_id = job.job_id
@@ -130,18 +134,26 @@ class IdleTracker:
                         wasted[job_id] = carried
                 continue
             job_wasted = old_wasted.get(job_id, 0.0) if old_wasted else 0.0
+            util_sum = 0.0
+            util_count = 0
             for node_name, indices in job.gpus_by_node.items():
                 node = by_name.get(node_name)
                 if node is None or node.reachability is not ok:
                     continue
                 samples = node.gpus
+                count = len(samples)
                 for index in indices:
-                    sample = gpu_by_index(samples, index)
-                    if sample is None:
-                        continue
+                    # gpu_by_index's usual case inline: every allocated GPU of the cluster, every tick
+                    sample = samples[index] if index < count else None
+                    if sample is None or sample.index != index:
+                        sample = gpu_by_index(samples, index)
+                        if sample is None:
+                            continue
                     util = sample.util_pct
                     if util is None:
                         continue
+                    util_sum += util
+                    util_count += 1
                     key = (node_name, index)
                     if key in gpus:  # a GPU two jobs claim (shards, or a glitch): the first one keeps it
                         continue
@@ -155,6 +167,8 @@ class IdleTracker:
                         gpus[key] = IdleGpu(node_name, index, job_id, job.user, now, 0.0)
             if job_wasted:
                 wasted[job_id] = job_wasted
+            if util_count:
+                util_by_job[job_id] = util_sum / util_count
 
         flag_after = self.flag_after_s
         flagged_keys: list[GpuKey] = []
@@ -172,6 +186,7 @@ class IdleTracker:
             wasted_s=wasted,
             flagged_by_job=by_job,
             flagged_by_node={name: tuple(sorted(found, key=_by_index)) for name, found in by_node.items()},
+            util_by_job=util_by_job,
         )
         self.state, self._snapshot = state, snapshot
         return state

@@ -128,6 +128,8 @@ def job_rows(
         return {}
     state = idle if idle is not None else EMPTY_IDLE_STATE
     flagged_by_job = state.flagged_by_job
+    # the idle tracker has read every held GPU's utilization of this snapshot already
+    util_by_job = state.util_by_job if idle is not None and idle.taken_at_s == snapshot.taken_at_s else None
     wasted_s = state.wasted_s
     old_rows: Mapping[str, JobRow] = previous if previous is not None else {}
     by_name = snapshot.by_name
@@ -143,7 +145,9 @@ def job_rows(
         util: float | None = None
         elapsed = job.elapsed_s
         if job.state == "RUNNING":
-            if held:
+            if util_by_job is not None:
+                util = util_by_job.get(job_id)
+            elif held:
                 total = 0.0
                 count = 0
                 for node_name, indices in held.items():
