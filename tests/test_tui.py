@@ -97,7 +97,7 @@ async def test_map_keys_and_click_select_a_node() -> None:
         node_map.focus()
         node_map.selected = "gpu001"
         await pilot.press("right", "right", "down")
-        layout = node_map._current_layout()
+        layout = node_map.map_layout
         expected = f"gpu{3 + layout.nodes_per_row:03d}"
         assert node_map.selected == expected
         assert table.cursor_name == expected
@@ -338,7 +338,7 @@ async def test_thousand_nodes_fit_on_one_200x50_screen() -> None:
     async with app.run_test(size=SIZE) as pilot:
         await wait_for_data(pilot)
         node_map = app.screen.query_one(ClusterMap)
-        layout = node_map._current_layout()
+        layout = node_map.map_layout
         assert layout.compact
         assert layout.nodes_per_row * layout.rows >= 1000
         assert node_map.size.height == layout.rows + 1

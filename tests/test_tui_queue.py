@@ -103,7 +103,7 @@ async def test_a_job_on_some_gpus_lights_only_those() -> None:
             if len(r.job.gpus_by_node) == 1 and r.gpus < 8 and r.job.state == "RUNNING"
         )
         table = queue.query_one(JobTable)
-        table._move_to(table.order.index(partial.job_id))
+        table.go_to(partial.job_id)
         await pilot.pause()
         ((node, indices),) = partial.job.gpus_by_node.items()
         dims = queue.query_one(ClusterMap)._dims(node, 8)

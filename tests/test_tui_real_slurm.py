@@ -271,7 +271,7 @@ async def test_real_jobs_in_the_queue_pane_with_the_gpus_slurm_gave_them(
         queue = app.screen
         assert isinstance(queue, QueueScreen)
         table = queue.query_one(JobTable)
-        table._move_to(table.order.index(running))
+        table.go_to(running)
         await pilot.pause()
         line = str(queue.query_one("#job-line", Static).render())
         assert f"job {running}" in line and "running" in line and f"{node}: GPU {idx}" in line, line
@@ -336,7 +336,7 @@ async def test_a_fault_over_ssh_is_an_alert_and_its_node_is_drained_from_it_in_r
             table = app.screen.query_one(AlertTable)
             key = xid_alert()
             assert key is not None and key in table.order
-            table._move_to(table.order.index(key))
+            table.go_to(key)
             await pilot.pause()
             await pilot.press("d")
             await pilot.pause()

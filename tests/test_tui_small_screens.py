@@ -30,7 +30,7 @@ async def test_the_thousand_node_map_keeps_its_glyphs_and_legend() -> None:
     async with app.run_test(size=(200, 50)) as pilot:
         await wait_for_data(pilot)
         node_map = app.screen.query_one(ClusterMap)
-        assert node_map._current_layout().compact
+        assert node_map.map_layout.compact
         lines = map_lines(node_map)
         body, legend = "\n".join(lines[:-1]), lines[-1]
         for glyph in ("!", "z", "-", "\u00b7", "m"):  # critical, idle in a job, missing, stale, MIG

@@ -265,6 +265,11 @@ class ClusterMap(Widget, can_focus=True):
                 return MapLayout(label_width, group, per_row, rows, compact, cell_width)
         raise AssertionError("the last mode always fits")
 
+    @property
+    def map_layout(self) -> MapLayout:
+        """The layout the map is drawn in at its current size: density, nodes per row, rows."""
+        return self._current_layout()
+
     def _screen_height(self) -> int:
         return self.screen.size.height if self.is_mounted else 50
 

@@ -380,6 +380,12 @@ class VirtualTable(ScrollView, can_focus=True):
     def action_sort_reverse(self) -> None:
         self.sort_by(self.sort_column, not self.sort_reverse)
 
+    def go_to(self, key: str) -> None:
+        """Move the cursor to ``key``'s row as the arrow keys would, announcing the row selected."""
+        index = self._row_index.get(key)
+        if index is not None:
+            self._move_to(index)
+
     def select(self, key: str) -> None:
         """Move the cursor to a row chosen elsewhere, without announcing it back."""
         if key in self._row_index and key != self.cursor_name:
