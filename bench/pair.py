@@ -47,7 +47,11 @@ def read_table(output: str) -> dict[str, tuple[float, str]]:
             name, value_text = head[: name_end + 1].rstrip(), head[name_end + 1 :].strip()
             match = _NUMBER.match(value_text)
             if name and match:
-                figures[name] = (float(match.group(1)), match.group(2))
+                seen, unique = 1, name
+                while unique in figures:  # a label a benchmark prints in two tables keeps both
+                    seen += 1
+                    unique = f"{name} #{seen}"
+                figures[unique] = (float(match.group(1)), match.group(2))
     return figures
 
 

@@ -154,6 +154,8 @@ class IdleTracker:
                         continue
                     util_sum += util
                     util_count += 1
+                    if util > leave:
+                        continue  # busy: neither idle still nor idle anew (most GPUs, every tick)
                     key = (node_name, index)
                     if key in gpus:  # a GPU two jobs claim (shards, or a glitch): the first one keeps it
                         continue
