@@ -16,9 +16,12 @@ from collections.abc import Mapping, Sequence
 from enum import Enum
 from typing import Any
 
+from gputop.core.models import XidEvent
 from gputop.core.parsers.common import OUTPUT_MAX_BYTES, ParseFailure, cut_note
 from gputop.core.parsers.registry import registry
+from gputop.core.parsers.xid import XidLog
 from gputop.core.safe_text import safe_block, safe_line
+from gputop.core.xid_codes import xid_verdict
 
 
 def to_json(value: Any) -> Any:
@@ -109,5 +112,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         if result.excerpt:
             print(safe_block(result.excerpt, EXCERPT_MAX_CHARS), file=sys.stderr)
         return 1
-    print(json.dumps(to_json(result), indent=2))
+    document = to_json(result)
+    if isinstance(result, XidLog):
+        document["events"] = [
+            _with_verdict(event, shown)
+            for event, shown in zip(result.events, document["events"], strict=True)
+        ]
+    print(json.dumps(document, indent=2))
     return 0
+
+
+def _with_verdict(event: XidEvent, shown: dict[str, Any]) -> dict[str, Any]:
+    """An Xid event with what gputop makes of it, so a site can check its own kernel logs: the
+    severity ("info": listed, no alert), meaning, action and the catalogue's bucket."""
+    verdict = xid_verdict(event.code, event.message, gpu=event.gpu_index)
+    severity = verdict.severity.value if verdict.severity is not None else "info"
+    return {
+        **shown,
+        "severity": severity,
+        "meaning": verdict.meaning,
+        "action": verdict.action,
+        "bucket": verdict.bucket,
+    }

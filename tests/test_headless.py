@@ -62,7 +62,7 @@ SUMMARY_KEYS = {
     "crit",
     "warn",
 }
-PROBLEM_KEYS = {"severity", "node", "gpu", "kind", "message"}
+PROBLEM_KEYS = {"severity", "node", "gpu", "kind", "message", "action"}
 NODE_KEYS = {
     "name",
     "reachability",
@@ -179,7 +179,10 @@ def test_check_on_the_demo_prints_every_incident_worst_first_and_exits_crit(tmp_
     done = gputop(tmp_path, "check", "--demo")
     assert done.returncode == 2, done.stderr
     lines = done.stdout.splitlines()
-    assert "CRIT gpu007 GPU4 Xid 79: GPU has fallen off the bus" in lines
+    assert (
+        "CRIT gpu007 GPU4 Xid 79: GPU has fallen off the bus; action: drain gpu007, then reboot gpu007: "
+        "a GPU reset will not bring GPU4 back"
+    ) in lines
     assert "WARN gpu015 GPU0-7 idle 10 min in job 4812008 (dmitri)" in lines  # the replayed past counts
     words = [line.split()[0] for line in lines[1:]]
     assert words == sorted(words, key=lambda w: w != "CRIT") and set(words) == {"CRIT", "WARN"}
@@ -209,7 +212,14 @@ def test_check_json_on_the_demo_names_the_simulators_incidents(tmp_path: Path) -
         expected = INCIDENT_KINDS.get(incident.kind, set())
         assert expected <= kinds_by_node.get(incident.node, set()), incident
     fell_off = next(p for p in problems if p["message"].endswith("Xid 79: GPU has fallen off the bus"))
-    assert fell_off == {"severity": "crit", "node": "gpu007", "gpu": 4, "kind": "xid", "message": ANY}
+    assert fell_off == {
+        "severity": "crit",
+        "node": "gpu007",
+        "gpu": 4,
+        "kind": "xid",
+        "message": ANY,
+        "action": "drain gpu007, then reboot gpu007: a GPU reset will not bring GPU4 back",
+    }
     severities = [p["severity"] for p in problems]
     assert severities == sorted(severities, key=lambda s: s != "crit")
     summary = document["summary"]

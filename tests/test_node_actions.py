@@ -83,7 +83,9 @@ def test_refusals_say_why(action: str, nodes: list[str], reason: str | None, why
 def test_the_reason_template_carries_the_evidence() -> None:
     xid = XidEvent(1_800_000_000.0, 79, "0000:18:00.0", 3, "GPU has fallen off the bus")
     node = NodeSample("gpu004", Reachability.OK, 0.0, (), 8, xid_events=(xid,))
-    assert reason_template(node, ()) == "Xid 79 on GPU3 at 2027-01-15 08:00 UTC"
+    assert reason_template(node, ()) == (
+        "Xid 79 on GPU3 at 2027-01-15 08:00 UTC: reboot gpu004: a GPU reset will not bring GPU3 back"
+    )
     hot = Problem(Severity.CRIT, "gpu004", 2, "temp", "GPU2 93 C")
     plain = NodeSample("gpu004", Reachability.OK, 0.0, (), 8)
     assert reason_template(plain, (hot,)) == "GPU2 93 C"

@@ -145,3 +145,19 @@ def test_to_json_shapes() -> None:
         "ratio": None,
     }
     json.dumps(to_json(value), allow_nan=False)
+
+
+def test_parse_xid_prints_each_events_severity_and_action() -> None:
+    """So a site can check what gputop makes of its own kernel logs."""
+    lines = (
+        (FIXTURES / "kernel-xid" / "kmsg-line-xid145-rlw-rxpipe-nonfatal-gpud-pr1174.txt").read_text()
+        + "NVRM: Xid (PCI:0000:01:00): 79, GPU has fallen off the bus.\n"
+        + "NVRM: Xid (PCI:0000:01:00): 154, GPU recovery action changed from 0x0 (None) to 0x2 (OS Reboot)\n"
+    )
+    done = gputop("parse", "xid", "-", stdin=lines.encode())
+    assert done.returncode == 0, done.stderr
+    events = {e["code"]: e for e in json.loads(done.stdout)["events"]}
+    assert (events[145]["severity"], events[145]["action"]) == ("info", "none: informational")
+    assert events[79]["severity"] == "crit" and "reboot" in events[79]["action"]
+    assert events[79]["bucket"] == "RESTART_BM"
+    assert events[154]["severity"] == "crit" and "reboot" in events[154]["action"]

@@ -16,18 +16,15 @@ from gputop.core.idle import IdleGpu
 from gputop.core.interconnect_deviations import PORT_ASPECTS, Aspect, Deviation
 from gputop.core.models import IbPort, NodeSample, Reachability, Severity, SlurmNode
 from gputop.core.problem import Problem
-from gputop.core.xid_codes import APPLICATION_XIDS, HARDWARE_XIDS, xid_meaning
+from gputop.core.xid_codes import xid_verdict
 
 __all__ = [
-    "APPLICATION_XIDS",
     "DRIVER_TROUBLE_WORDS",
-    "HARDWARE_XIDS",
     "Problem",
     "assess_node",
     "format_age",
     "format_idle",
     "idle_problems",
-    "xid_meaning",
 ]
 
 # Words in a collection error that mean the GPU or its driver, not the network, is in trouble.
@@ -67,8 +64,9 @@ def assess_node(
         message: str,
         subject: str = "",
         since_s: float | None = None,
+        action: str = "",
     ) -> None:
-        found.append(Problem(severity, name, gpu, kind, message, subject, since_s))
+        found.append(Problem(severity, name, gpu, kind, message, subject, since_s, action))
 
     if node.reachability is not Reachability.OK:
         if node.error:
@@ -107,10 +105,12 @@ def assess_node(
     gpu_problems(node, instant_flags(node.gpus, thresholds) if flags is None else flags, add, nvlink_said)
 
     for event in node.xid_events:
-        severity, meaning = xid_meaning(event.code)
+        verdict = xid_verdict(event.code, event.message, node=name, gpu=event.gpu_index)
+        if verdict.severity is None:
+            continue  # informational: the event is listed with the node, and raises no problem
         where = f"GPU{event.gpu_index} " if event.gpu_index is not None else ""
-        message = f"{where}Xid {event.code}: {meaning}"
-        add(severity, event.gpu_index, "xid", message, str(event.code), event.time_s)
+        message = f"{where}Xid {event.code}: {verdict.meaning}"
+        add(verdict.severity, event.gpu_index, "xid", message, str(event.code), event.time_s, verdict.action)
 
     for port in _ports_down(node.ib_ports):
         add(Severity.CRIT, None, "ib", f"{port.label} {port.state}", port.label)

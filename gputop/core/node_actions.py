@@ -16,10 +16,11 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from gputop.core.health import Problem, xid_meaning
+from gputop.core.health import Problem
 from gputop.core.models import NodeSample, Severity, SlurmJob, SlurmState
 from gputop.core.nodeset import fold_nodes, natural_key
 from gputop.core.safe_text import first_unsafe
+from gputop.core.xid_codes import xid_verdict
 
 NodeAction = Literal["drain", "resume"]
 
@@ -140,12 +141,15 @@ def _already(action: NodeAction, nodes: Sequence[str], slurm: SlurmState | None)
 def reason_template(node: NodeSample, problems: Sequence[Problem]) -> str:
     """A drain reason that carries the evidence, for the dialog to prefill: the newest hardware Xid with
     its GPU and time, else the worst problem on the node; the user edits it before it runs."""
-    hardware = [e for e in node.xid_events if xid_meaning(e.code)[0] is Severity.CRIT]
+    verdicts = [(e, xid_verdict(e.code, e.message, node=node.name, gpu=e.gpu_index)) for e in node.xid_events]
+    hardware = [(e, v) for e, v in verdicts if v.severity is Severity.CRIT]
     if hardware:
-        event = max(hardware, key=lambda e: e.time_s)
+        event, verdict = max(hardware, key=lambda found: found[0].time_s)
         where = f" on GPU{event.gpu_index}" if event.gpu_index is not None else ""
         at = time.strftime("%Y-%m-%d %H:%M", time.gmtime(event.time_s))
-        return f"Xid {event.code}{where} at {at} UTC"
+        # the reason is the drain's: what it says to do is what comes after it
+        then = verdict.action.removeprefix(f"drain {node.name}, then ")
+        return f"Xid {event.code}{where} at {at} UTC: {then}"
     ranked = sorted(problems, key=lambda p: p.sort_key)
     for problem in ranked:
         if problem.node == node.name and problem.kind != "slurm":

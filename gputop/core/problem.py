@@ -22,6 +22,9 @@ class Problem:
     # when it began, where the source says (the Xid's kernel log time, when the drain reason was set, the
     # last data of a node gone quiet); None: gputop's first sight of it is all there is
     since_s: float | None = None
+    # what to do about it, in words an on-call engineer acts on ("drain gpu042, then reset GPU3"); ""
+    # where the message says it all
+    action: str = ""
 
     @property
     def sort_key(self) -> tuple[int, str, int]:

@@ -1,50 +1,114 @@
-"""Xid codes by what they point at, with their meanings from NVIDIA's Xid catalogue.
+"""What an Xid means and what to do about it, from the bucket NVIDIA's Xid catalogue gives it
+(gputop.core.xid_catalog), in words an on-call engineer acts on.
 
-Hardware and driver faults are CRIT: the GPU or its node needs a reset, a reboot or a person. Application
-faults are WARN: the program that ran most often caused them, and the next job usually runs fine.
+- IGNORE is informational: the event is listed with the node, but it raises no problem and no alert.
+- RESTART_APP and the CHECK_* buckets are the job's: a WARN that tells its owner what to do.
+- RESET_GPU, RESTART_BM (reboot the machine), RESTART_VM, CONTACT_SUPPORT and the workflows for Xid 48
+  and Xid 74 are CRIT: the node is drained, then the GPU or the node is reset or rebooted.
+- Xid 144-150 (NVLink5) take their severity from the line's own word: a Fatal error needs a GPU reset,
+  a Nonfatal one is informational, as the catalogue's decode table has them.
+- Xid 154 names the recovery action itself ("... from 0x0 (None) to 0x2 (Node Reboot Required)"): its
+  number decides, whatever the words (drivers print "OS Reboot" or "PF FLR" too).
+- Codes the catalogue lists as unused on current GPUs are a WARN: a driver or GPU older than the
+  catalogue prints them.
+- Codes 162-172 have no bucket in the catalogue yet; what gputop does with them is its own reading of the
+  catalogue's notes, and its words say so.
 """
 
 from __future__ import annotations
 
-from typing import Final
+import re
+from typing import Final, NamedTuple
 
 from gputop.core.models import Severity
+from gputop.core.xid_catalog import CATALOG, CATALOG_EDITION
 
-HARDWARE_XIDS: Final[dict[int, str]] = {
-    48: "double-bit ECC error",
-    61: "internal micro-controller breakpoint",
-    62: "internal micro-controller halt",
-    63: "ECC page retirement or row remapping recording event",
-    64: "ECC page retirement or row remapper recording failure",
-    74: "NVLink error",
-    79: "GPU has fallen off the bus",
-    92: "high single-bit ECC error rate",
-    94: "contained ECC error",
-    95: "uncontained ECC error",
-    119: "GSP RPC timeout",
-    120: "GSP error",
-    140: "unrecovered ECC error",
-    143: "GPU initialization failure",
-    144: "NVLink SAW (MINION) error",
-    145: "NVLink RLW error",
-    146: "NVLink TLW error",
-    147: "NVLink TREX error",
-    148: "NVLink NVLPW control error",
-    149: "NVLink NETIR error",
-    150: "NVLink MSE error",
-    154: "GPU recovery action changed (reset or reboot needed)",
-}
-APPLICATION_XIDS: Final[dict[int, str]] = {
-    13: "graphics engine exception (often an application fault)",
-    31: "GPU memory page fault (often an application fault)",
-    43: "GPU stopped processing (often an application fault)",
-    45: "preemptive cleanup, due to previous errors",
+
+class XidVerdict(NamedTuple):
+    severity: Severity | None  # None: informational (listed, no problem, no alert)
+    meaning: str  # what happened, in a few words
+    action: str  # what to do about it
+    bucket: str  # the catalogue's immediate bucket the verdict follows ("" where it gives none)
+
+
+_CRIT, _WARN = Severity.CRIT, Severity.WARN
+
+# bucket -> (severity, action); {node} and {gpu} are filled in for the event
+_BY_BUCKET: Final[dict[str, tuple[Severity | None, str]]] = {
+    "IGNORE": (None, "none: informational"),
+    "RESTART_APP": (_WARN, "restart the job on {gpu}"),
+    "CHECK_MECHANICALS": (_WARN, "check {gpu}'s auxiliary power cable"),
+    "CHECK_UVM": (_WARN, "check the job's unified memory use on {gpu}"),
+    "UPDATE_SWFW": (_WARN, "update the driver and the GPU firmware"),
+    "RESET_GPU": (_CRIT, "drain {node}, then reset {gpu}"),
+    "RESTART_BM": (_CRIT, "drain {node}, then reboot {node}: a GPU reset will not bring {gpu} back"),
+    "RESTART_VM": (_CRIT, "drain {node}, then restart its VM"),
+    "CONTACT_SUPPORT": (_CRIT, "hardware: drain {node} and open a support case for {gpu}"),
+    "WORKFLOW_XID_48": (_CRIT, "drain {node}, then reset {gpu} so the failed row is remapped"),
+    "WORKFLOW_NVLINK_ERR": (_CRIT, "drain {node}, then reset {gpu}; keep the line for NVIDIA's decode"),
+    "WORKFLOW_XID_45": (_WARN, "follow the Xid that came with it; alone, restart Fabric Manager"),
 }
 
+# Codes 162-172: no bucket in the catalogue (CATALOG_EDITION); gputop's reading of its notes.
+_OWN: Final[dict[int, tuple[Severity | None, str]]] = {
+    162: (None, "none: power smoothing is back"),
+    163: (_WARN, "power smoothing is off: resolve the thermal events, or reload the driver"),
+    164: (_WARN, "power smoothing wears out: plan to replace {gpu} if power swings matter"),
+    165: (_WARN, "power smoothing is exhausted: replace {gpu} if power swings matter"),
+    166: (_WARN, "confidential computing: open a support case if it repeats"),
+    167: (_CRIT, "drain {node}, then reset {gpu} (a fatal PCIe timeout)"),
+    168: (_WARN, "enable ECC (row remapping) on {gpu}, or reboot {node}"),
+    169: (_CRIT, "drain {node}, then reset {gpu} (a micro-controller halted)"),
+    170: (_WARN, "confidential computing: open a support case if it repeats"),
+    171: (_CRIT, "drain {node}, then reset {gpu} so the failed row is remapped"),
+    172: (_CRIT, "drain {node}, then reset {gpu} (an uncorrectable SRAM error)"),
+}
 
-def xid_meaning(code: int) -> tuple[Severity, str]:
-    if code in HARDWARE_XIDS:
-        return Severity.CRIT, HARDWARE_XIDS[code]
-    if code in APPLICATION_XIDS:
-        return Severity.WARN, APPLICATION_XIDS[code]
-    return Severity.WARN, "see NVIDIA's Xid catalogue"
+_NVLINK5: Final = range(144, 151)
+_NONFATAL = re.compile(r"\bnon-?fatal\b", re.IGNORECASE)
+_FATAL = re.compile(r"\bfatal\b", re.IGNORECASE)
+# Xid 154: "GPU recovery action changed from 0x0 (None) to 0x2 (Node Reboot Required)"
+_RECOVERY = re.compile(r"recovery action changed from 0x[0-9a-fA-F]+ \([^)]*\) to 0x([0-9a-fA-F]+)")
+# NVML's nvmlDeviceGpuRecoveryAction_t, which the line's number is
+_RECOVERY_ACTIONS: Final[dict[int, tuple[Severity | None, str]]] = {
+    0: (None, "none: no recovery needed"),
+    1: (_CRIT, "drain {node}, then reset {gpu}"),
+    2: (_CRIT, "drain {node}, then reboot {node}"),
+    3: (_WARN, "drain {node} of jobs that use peer-to-peer traffic"),
+    4: (_CRIT, "drain {node}, then reset {gpu}"),
+    5: (_CRIT, "drain {node}, then recover its IMEX domain"),
+    6: (_CRIT, "drain {node}, then reset {gpu}'s PCIe bus"),
+    7: (_CRIT, "drain {node}, then reboot {node}"),
+}
+
+
+def xid_verdict(code: int, text: str = "", *, node: str = "the node", gpu: int | None = None) -> XidVerdict:
+    """The verdict on one Xid event: ``text`` is the kernel line (Xid 144-150 and 154 read it)."""
+    where = f"GPU{gpu}" if gpu is not None else "the GPU"
+    entry = CATALOG.get(code)
+    if entry is None:
+        action = f"not in {CATALOG_EDITION}: check the driver's release notes"
+        return XidVerdict(_WARN, f"Xid {code}", action, "")
+    meaning = entry.description if entry.description != "Unused" else f"{entry.mnemonic} (unused)"
+    bucket = entry.immediate
+    if code in _NVLINK5:
+        if _NONFATAL.search(text):
+            return XidVerdict(None, f"{meaning}, non-fatal", "none: informational", bucket)
+        if _FATAL.search(text):
+            return XidVerdict(_CRIT, f"{meaning}, fatal", f"drain {node}, then reset {where}", bucket)
+        return XidVerdict(_WARN, meaning, "decode the line with NVIDIA's Xid 144-150 table", bucket)
+    if code == 154:
+        found = _RECOVERY.search(text)
+        named = _RECOVERY_ACTIONS.get(int(found.group(1), 16)) if found else None
+        if named is None:
+            return XidVerdict(_WARN, meaning, "do what the line names, with the Xid before it", bucket)
+        severity, words = named
+        return XidVerdict(severity, meaning, words.format(node=node, gpu=where), bucket)
+    if code in _OWN:
+        severity, words = _OWN[code]
+        return XidVerdict(severity, meaning, f"{words.format(node=node, gpu=where)} (gputop's reading)", "")
+    if entry.description == "Unused":
+        action = "a driver or GPU older than the catalogue printed it: open a support case if it repeats"
+        return XidVerdict(_WARN, meaning, action, bucket)
+    severity, words = _BY_BUCKET.get(bucket, (_WARN, "see NVIDIA's Xid catalogue"))
+    return XidVerdict(severity, meaning, words.format(node=node, gpu=where), bucket)

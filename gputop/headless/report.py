@@ -44,6 +44,8 @@ def finding_line(finding: Finding) -> str:
     where = f"{finding.node} " if finding.node is not None else ""
     # one line per problem, also for a message that quotes a command's several lines of stderr
     message = " / ".join(line.strip() for line in finding.message.splitlines() if line.strip())
+    if finding.action:
+        message += f"; action: {finding.action}"
     return no_pipe(safe_line(f"{finding.severity.value.upper()} {where}{message}", FINDING_MAX_CHARS))
 
 
@@ -114,6 +116,7 @@ def finding_document(finding: Finding) -> dict[str, Any]:
         "gpu": finding.gpu_index,
         "kind": finding.kind,
         "message": finding.message,
+        "action": finding.action or None,
     }
 
 

@@ -46,6 +46,7 @@ class Finding:
     gpu_index: int | None
     kind: str  # the health rules' kinds ("xid", "down", ...), "unchecked", or "source"
     message: str
+    action: str = ""  # what to do about it, where the rule says ("" where the message says it all)
 
     @property
     def sort_key(self) -> tuple[int, bool, tuple[tuple[str | int, ...], str], int]:
@@ -70,7 +71,11 @@ class Verdict:
 def node_findings(round_: Round, node: str) -> tuple[Finding, ...]:
     """One node's problems, as its row in the view has them (worst first), plus slow facts left unread."""
     row = round_.view.rows.get(node)
-    found = [Finding(p.severity, p.node, p.gpu_index, p.kind, p.message) for p in row.problems] if row else []
+    found = (
+        [Finding(p.severity, p.node, p.gpu_index, p.kind, p.message, p.action) for p in row.problems]
+        if row
+        else []
+    )
     unread = round_.unread_facts.get(node)
     if unread:
         message = f"not read within {round_.timeout_s:g}s: {', '.join(unread)}"

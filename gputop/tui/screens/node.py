@@ -364,7 +364,10 @@ class NodeScreen(GputopScreen):
             text.append("  none\n", palette.severity[Severity.OK])
         for problem in row.problems:
             text.append(f"  {problem.severity.value.upper():4} ", palette.severity[problem.severity])
-            text.append(safe_line(problem.message) + "\n")
+            text.append(safe_line(problem.message))
+            if problem.action:
+                text.append(f"  -> {safe_line(problem.action)}", palette.dim)
+            text.append("\n")
         failed_facts = [(name, r) for name, r in node.facts.readings() if r.error is not None]
         if node.error or node.sampled_at_s is not None or failed_facts:
             text.append("\nCollection\n", style="bold")
