@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gputop.core.models import GpuProcess, GpuSample
+from gputop.core.models import GpuProcess, GpuSample, Severity
 from gputop.core.parsers.common import ParseFailure
 from gputop.core.parsers.compute_apps import COMPUTE_APPS_FIELDS, ComputeAppsResult, parse_compute_apps
 from gputop.core.parsers.driver_errors import detect_driver_error
@@ -26,6 +26,7 @@ from gputop.core.parsers.query_gpu import (
 )
 from gputop.core.parsers.registry import registry
 from gputop.core.parsers.xid import TimeBase, XidLog, bus_key, parse_xid
+from gputop.core.xid_codes import xid_verdict
 from gputop.sources import commands
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -933,3 +934,27 @@ def test_a_reader_that_guards_a_column_keeps_that_to_itself() -> None:
     assert not StreamLineReader(QUERY_GPU_FIELDS).read.args[0].guarded  # type: ignore[attr-defined]
     read = plain.read(stream_line(), {})
     assert isinstance(read, GpuSample) and read.power_w == 612.34
+
+
+GH_DOC = FIXTURES / "kernel-xid"
+
+
+def test_a_gpu_off_the_bus_logged_without_an_xid_counts_as_xid_79_on_its_bus() -> None:
+    """The driver's own message, over three dmesg lines or three syslog records, is an Xid 79 on that
+    bus; the same GPU's "GPU has fallen off the bus." after an Xid 79 is not a second event."""
+    continued = parse_xid(
+        (GH_DOC / "dmesg-h100-drv525-fallen-off-bus-no-xid-continuation-gh-doc.txt").read_text()
+    )
+    ((event,),) = (continued.events,)
+    assert (event.code, event.pci_bus_id, event.time_s) == (79, "0000:5d:00.0", 14387.209961)
+    assert "without an Xid" in event.message and continued.time_base is TimeBase.BOOT
+    records = parse_xid(
+        (GH_DOC / "syslog-h100-drv525-fallen-off-bus-no-xid-three-records-gh-doc.txt").read_text(), year=2024
+    )
+    assert [(e.code, e.pci_bus_id) for e in records.events] == [(79, "0000:5d:00.0")]
+    with_xid = parse_xid((GH_DOC / "dmesg-h100-drv525-xid79-and-fallen-off-bus-line-gh-doc.txt").read_text())
+    assert [(e.code, e.pci_bus_id) for e in with_xid.events] == [(79, "0000:5d:00")]
+    # nvidia-smi's bus id maps both spellings to the same GPU
+    mapped = continued.with_gpu_indices({bus_key("00000000:5D:00.0"): 3})
+    assert mapped.events[0].gpu_index == 3
+    assert xid_verdict(79, mapped.events[0].message).severity is Severity.CRIT

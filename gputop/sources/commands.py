@@ -13,6 +13,7 @@ import os
 import shlex
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Final
 
 from gputop.core.config import CommandOverride
 from gputop.core.parsers.compute_apps import COMPUTE_APPS_FIELDS
@@ -48,6 +49,10 @@ class CommandSpec:
     def command_line(self) -> str:
         """The argv as one remote command line, every word quoted (SSH runs a string in a shell)."""
         return shlex.join(self.argv)
+
+
+# journalctl -g (a PCRE2 pattern, case-sensitive as it has capitals): the lines gputop.core.parsers.xid reads
+XID_PATTERN: Final = "NVRM: (Xid|The NVIDIA GPU|.*fallen off the bus)"
 
 
 def metrics_stream(interval_s: float) -> CommandSpec:
@@ -99,7 +104,8 @@ def default_commands(interval_s: float = 1.0, slow_interval_s: float = 60.0) -> 
         once("ibstat", ("ibstat",), "ibstat", 30.0),
         once(
             "xid",
-            ("journalctl", "-k", "--no-pager", "-o", "short-iso", "--since", "-1h", "-g", "NVRM: Xid"),
+            # Xid lines, and the driver's fallen-off-the-bus message, which can come without an Xid
+            ("journalctl", "-k", "--no-pager", "-o", "short-iso", "--since", "-1h", "-g", XID_PATTERN),
             "xid",
             30.0,
         ),

@@ -16,6 +16,13 @@ The prefix decides what a line's time means, and `XidLog.time_base` says which i
 The PCI address stays as the kernel prints it (``0000:3b:00``) and `gpu_index` is None: `bus_key` makes
 it comparable with nvidia-smi's ``00000000:3B:00.0`` so `XidLog.with_gpu_indices` can fill the index in.
 The message keeps everything after the code (``pid=..., name=...`` in newer drivers), as printed.
+
+A GPU that fell off the bus is not always logged with an Xid. The driver's own message, "The NVIDIA GPU
+0000:5d:00.0 (PCI ID: ...) installed in this system has fallen off the bus and is not responding to
+commands", comes over up to three lines (dmesg continuation lines, or separate syslog records), and
+"GPU 0000:5d:00.0: GPU has fallen off the bus." follows an Xid 79 or stands alone. Either counts as an
+Xid 79 on that bus (`NO_XID_NOTE` in its message), unless an Xid 79 on the same bus is logged within
+`SAME_EVENT_S` of it.
 """
 
 from __future__ import annotations
@@ -27,7 +34,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Final
+from typing import Final, NamedTuple
 
 from gputop.core.models import XidEvent
 from gputop.core.parsers.common import ParserInfo
@@ -58,6 +65,16 @@ _SYSLOG_PREFIX: Final = re.compile(r"^(\w{3})\s+(\d{1,2}) (\d{2}):(\d{2}):(\d{2}
 _XID: Final = re.compile(r"NVRM: Xid \(([^)]*)\):\s*(\d+)\s*,?\s*(.*?)\s*$")
 _BUS: Final = re.compile(r"(?:PCI:)?([0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-9a-fA-F])?)")
 _GPU_AT: Final = re.compile(r"NVRM: GPU at PCI:([0-9a-fA-F:.]+):\s+(GPU-\S+)")
+# "NVRM: The NVIDIA GPU 0000:5d:00.0" (the message goes on, on this line or the next two)
+_BUS_ID: Final = r"([0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-9a-fA-F])?)"
+_THE_GPU: Final = re.compile(r"NVRM: The NVIDIA GPU " + _BUS_ID)
+# "NVRM: GPU 0000:5d:00.0: GPU has fallen off the bus."
+_GPU_FELL: Final = re.compile(r"NVRM: GPU " + _BUS_ID + r": GPU has fallen off the bus")
+_FALLEN: Final = "fallen off the bus"
+FALLEN_OFF_CODE: Final = 79  # what a fallen-off-the-bus message without an Xid counts as
+NO_XID_NOTE: Final = "GPU has fallen off the bus (logged without an Xid number)"
+SAME_EVENT_S: Final = 10.0  # an Xid 79 this close on the same bus is the same event
+_CONTINUATION_LINES: Final = 2  # the driver's message takes at most two more lines
 _BUS_PARTS: Final = re.compile(
     r"^(?:PCI:)?(?:([0-9a-fA-F]{1,8}):)?([0-9a-fA-F]{1,2}):([0-9a-fA-F]{1,2})(?:\.[0-9a-fA-F])?$"
 )
@@ -164,6 +181,8 @@ def parse_xid(text: str, year: int | None = None) -> XidLog:
     events: list[XidEvent] = []
     bases: list[TimeBase] = []
     uuids: dict[str, str] = {}
+    fell: list[_Fell] = []  # off the bus without an Xid, kept unless an Xid 79 matches
+    waiting: _Waiting | None = None  # "The NVIDIA GPU <bus>", awaiting "fallen off the bus"
     for number, raw in enumerate(text.splitlines(), 1):
         if "NVRM: " not in raw:
             continue  # journalctl's "-- No entries --", elisions, other kernel lines
@@ -172,6 +191,14 @@ def parse_xid(text: str, year: int | None = None) -> XidLog:
             uuids[gpu_at.group(1)] = gpu_at.group(2)
             continue
         if "NVRM: Xid" not in raw:
+            found = _off_the_bus(raw, number, year, time_notes, waiting)
+            if isinstance(found, _Fell):
+                fell.append(found)
+                waiting = None
+            elif isinstance(found, _Waiting):
+                waiting = found
+            elif waiting is not None and number - waiting.number >= _CONTINUATION_LINES:
+                waiting = None
             continue
         line = _split_prefix(raw.strip(), year, time_notes)
         xid = _XID.search(line.rest)
@@ -189,10 +216,62 @@ def parse_xid(text: str, year: int | None = None) -> XidLog:
             )
         )
         bases.append(line.base)
+    for event, base in fell:
+        if not _logged_with_an_xid(event, events):
+            events.append(event)
+            bases.append(base)
+    events.sort(key=lambda e: e.time_s)
     time_base = bases[0] if bases else TimeBase.EPOCH
     if any(base is not time_base for base in bases):
         notes.append(f"lines mix time formats ({', '.join(sorted(set(bases)))}); times read as {time_base}")
     return XidLog(tuple(events), time_base, uuids, tuple(notes) + tuple(sorted(time_notes)))
+
+
+class _Waiting(NamedTuple):
+    line: _Line
+    bus: str
+    number: int
+
+
+class _Fell(NamedTuple):
+    event: XidEvent
+    base: TimeBase
+
+
+def _off_the_bus(
+    raw: str, number: int, year: int | None, time_notes: set[str], waiting: _Waiting | None
+) -> _Waiting | _Fell | None:
+    """One non-Xid NVRM line: the start of the driver's fallen-off-the-bus message (to wait on), the
+    event it completes, or None."""
+    the_gpu = _THE_GPU.search(raw)
+    if the_gpu is not None:
+        line = _split_prefix(raw.strip(), year, time_notes)
+        if _FALLEN in raw:  # all on one line
+            return _Fell(_fell_event(line, the_gpu.group(1)), line.base)
+        return _Waiting(line, the_gpu.group(1), number)
+    gpu_fell = _GPU_FELL.search(raw)
+    if gpu_fell is not None:
+        line = _split_prefix(raw.strip(), year, time_notes)
+        return _Fell(_fell_event(line, gpu_fell.group(1)), line.base)
+    if waiting is not None and _FALLEN in raw and number - waiting.number <= _CONTINUATION_LINES:
+        return _Fell(_fell_event(waiting.line, waiting.bus), waiting.line.base)
+    return None
+
+
+def _fell_event(line: _Line, bus: str) -> XidEvent:
+    return XidEvent(
+        time_s=line.time_s, code=FALLEN_OFF_CODE, pci_bus_id=bus, gpu_index=None, message=NO_XID_NOTE
+    )
+
+
+def _logged_with_an_xid(event: XidEvent, events: list[XidEvent]) -> bool:
+    key = bus_key(event.pci_bus_id or "")
+    return any(
+        other.code == FALLEN_OFF_CODE
+        and bus_key(other.pci_bus_id or "") == key
+        and abs(other.time_s - event.time_s) <= SAME_EVENT_S
+        for other in events
+    )
 
 
 def _parse(text: str) -> XidLog:
