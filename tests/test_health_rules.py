@@ -311,3 +311,24 @@ def test_the_new_simulator_incidents_are_found_and_healthy_nodes_stay_quiet() ->
 def test_a_gpu_sample_without_the_new_fields_reads_them_as_unknown() -> None:
     sample = GpuSample(0, "GPU-0", "x", None, 1.0, 1.0, 1.0, 2.0, 40.0, 1.0, 2.0, 1.0, 1.0, 0, False)
     assert sample.remapped_rows_pending is None and sample.pcie_link_width_lanes is None
+
+
+def test_an_application_xid_names_the_job_holding_the_gpu() -> None:
+    from gputop.core.models import SlurmJob, SlurmState, XidEvent
+    from gputop.core.summary import node_row
+
+    page_fault = XidEvent(NOW - 5, 31, "0000:3b:00", 2, "pid=4242, name=python, Ch 00000008, intr 00000000")
+    sample = node("gpu001", xid_events=(page_fault,))
+    job = SlurmJob(
+        job_id="4812008",
+        name="train",
+        user="alice",
+        partition="train",
+        state="RUNNING",
+        gpus_by_node={"gpu001": (0, 1, 2, 3)},
+    )
+    jobs = SlurmState(nodes={}, jobs=(job,), sampled_at_s=NOW)
+    (xid,) = [p for p in node_row(sample, None, T, NOW, jobs=jobs).problems if p.kind == "xid"]
+    assert (xid.severity, xid.action) == (Severity.WARN, "restart job 4812008 on GPU2")
+    (alone,) = [p for p in node_row(sample, None, T, NOW).problems if p.kind == "xid"]
+    assert alone.action == "restart the job on GPU2"

@@ -6,7 +6,7 @@ passes the time.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from gputop.core.config import Thresholds
 from gputop.core.gpu_rules import gpu_problems
@@ -40,6 +40,7 @@ def assess_node(
     idle_gpus: Sequence[IdleGpu] = (),
     interconnect: Sequence[Deviation] = (),
     flags: tuple[GpuFlag, ...] | None = None,
+    job_of: Callable[[int], str | None] | None = None,
 ) -> tuple[Problem, ...]:
     """Every problem on one node, worst first.
 
@@ -53,6 +54,8 @@ def assess_node(
 
     ``idle_gpus``: the node's GPUs that a running job holds idle for longer than the configured minutes
     (`gputop.core.idle.IdleState.flagged_by_node`); each job holding some gets one WARN of kind "idle".
+
+    ``job_of``: the Slurm job id holding a GPU of this node, which an Xid's action for the job names.
     """
     found: list[Problem] = []
     name = node.name
@@ -105,7 +108,9 @@ def assess_node(
     gpu_problems(node, instant_flags(node.gpus, thresholds) if flags is None else flags, add, nvlink_said)
 
     for event in node.xid_events:
-        verdict = xid_verdict(event.code, event.message, node=name, gpu=event.gpu_index)
+        index = event.gpu_index
+        job = job_of(index) if job_of is not None and index is not None else None
+        verdict = xid_verdict(event.code, event.message, node=name, gpu=index, job=job)
         if verdict.severity is None:
             continue  # informational: the event is listed with the node, and raises no problem
         where = f"GPU{event.gpu_index} " if event.gpu_index is not None else ""

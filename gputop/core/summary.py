@@ -19,7 +19,15 @@ from gputop.core.idle import IdleGpu, IdleState
 from gputop.core.interconnect_deviations import Deviation, FleetInterconnect
 from gputop.core.jobs import JobRow
 from gputop.core.metrics import HeatScale, Metric
-from gputop.core.models import ClusterSnapshot, NodeSample, Reachability, Severity, SlurmNode, percent
+from gputop.core.models import (
+    ClusterSnapshot,
+    NodeSample,
+    Reachability,
+    Severity,
+    SlurmNode,
+    SlurmState,
+    percent,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,9 +159,27 @@ def node_row(
     idle_gpus: tuple[IdleGpu, ...] = (),
     interconnect: tuple[Deviation, ...] = (),
     flags: tuple[GpuFlag, ...] | None = None,
+    jobs: SlurmState | None = None,
 ) -> NodeRow:
+    """The node's row. ``jobs``: Slurm's state, whose jobs an Xid's action names (only read for a node
+    with Xid events)."""
+    job_of = None
+    if jobs is not None and node.xid_events:
+        name, listed = node.name, jobs
+
+        def job_of(index: int) -> str | None:
+            job = listed.job_on_gpu(name, index)
+            return job.job_id if job is not None else None
+
     problems = assess_node(
-        node, slurm, thresholds, now_s, idle_gpus=idle_gpus, interconnect=interconnect, flags=flags
+        node,
+        slurm,
+        thresholds,
+        now_s,
+        idle_gpus=idle_gpus,
+        interconnect=interconnect,
+        flags=flags,
+        job_of=job_of,
     )
     utils: list[float] = []
     temps: list[float] = []
@@ -239,7 +265,14 @@ def derive_rows(
             rows[name] = old
         else:
             rows[name] = node_row(
-                node, slurm, thresholds, now_s, idle_gpus=idle_gpus, interconnect=differs, flags=flags
+                node,
+                slurm,
+                thresholds,
+                now_s,
+                idle_gpus=idle_gpus,
+                interconnect=differs,
+                flags=flags,
+                jobs=snapshot.slurm,
             )
     return rows
 

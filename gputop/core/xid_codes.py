@@ -36,9 +36,9 @@ _CRIT, _WARN = Severity.CRIT, Severity.WARN
 # bucket -> (severity, action); {node} and {gpu} are filled in for the event
 _BY_BUCKET: Final[dict[str, tuple[Severity | None, str]]] = {
     "IGNORE": (None, "none: informational"),
-    "RESTART_APP": (_WARN, "restart the job on {gpu}"),
+    "RESTART_APP": (_WARN, "restart {job} on {gpu}"),
     "CHECK_MECHANICALS": (_WARN, "check {gpu}'s auxiliary power cable"),
-    "CHECK_UVM": (_WARN, "check the job's unified memory use on {gpu}"),
+    "CHECK_UVM": (_WARN, "check {job}'s unified memory use on {gpu}"),
     "UPDATE_SWFW": (_WARN, "update the driver and the GPU firmware"),
     "RESET_GPU": (_CRIT, "drain {node}, then reset {gpu}"),
     "RESTART_BM": (_CRIT, "drain {node}, then reboot {node}: a GPU reset will not bring {gpu} back"),
@@ -82,9 +82,13 @@ _RECOVERY_ACTIONS: Final[dict[int, tuple[Severity | None, str]]] = {
 }
 
 
-def xid_verdict(code: int, text: str = "", *, node: str = "the node", gpu: int | None = None) -> XidVerdict:
-    """The verdict on one Xid event: ``text`` is the kernel line (Xid 144-150 and 154 read it)."""
+def xid_verdict(
+    code: int, text: str = "", *, node: str = "the node", gpu: int | None = None, job: str | None = None
+) -> XidVerdict:
+    """The verdict on one Xid event: ``text`` is the kernel line (Xid 144-150 and 154 read it); ``job``:
+    the Slurm job holding the GPU, which the job's own actions name."""
     where = f"GPU{gpu}" if gpu is not None else "the GPU"
+    whose = f"job {job}" if job else "the job"
     entry = CATALOG.get(code)
     if entry is None:
         action = f"not in {CATALOG_EDITION}: check the driver's release notes"
@@ -111,4 +115,4 @@ def xid_verdict(code: int, text: str = "", *, node: str = "the node", gpu: int |
         action = "a driver or GPU older than the catalogue printed it: open a support case if it repeats"
         return XidVerdict(_WARN, meaning, action, bucket)
     severity, words = _BY_BUCKET.get(bucket, (_WARN, "see NVIDIA's Xid catalogue"))
-    return XidVerdict(severity, meaning, words.format(node=node, gpu=where), bucket)
+    return XidVerdict(severity, meaning, words.format(node=node, gpu=where, job=whose), bucket)
