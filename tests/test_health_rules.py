@@ -332,3 +332,47 @@ def test_an_application_xid_names_the_job_holding_the_gpu() -> None:
     assert (xid.severity, xid.action) == (Severity.WARN, "restart job 4812008 on GPU2")
     (alone,) = [p for p in node_row(sample, None, T, NOW).problems if p.kind == "xid"]
     assert alone.action == "restart the job on GPU2"
+
+
+def test_repeats_change_the_verdict() -> None:
+    from gputop.core.models import SlurmJob, SlurmState, XidEvent
+    from gputop.core.summary import node_row
+
+    def xid(code: int, gpu_index: int, ago_s: float) -> XidEvent:
+        return XidEvent(NOW - ago_s, code, "0000:3b:00", gpu_index, "pid=1, name=python")
+
+    def xids(
+        *events: XidEvent, jobs: SlurmState | None = None
+    ) -> list[tuple[Severity, int | None, str, str]]:
+        row = node_row(node("gpu001", xid_events=events), None, T, NOW, jobs=jobs)
+        return [(p.severity, p.gpu_index, p.message, p.action) for p in row.problems if p.kind == "xid"]
+
+    # three times on one GPU within the hour: a hardware suspect, whatever one contained error says
+    ((severity, gpu_index, message, action),) = xids(xid(94, 3, 50), xid(94, 3, 900), xid(94, 3, 3000))
+    assert (severity, gpu_index) == (Severity.CRIT, 3) and "Xid 94 x3 in 60 min" in message
+    assert action == "hardware suspect: drain gpu001, run dcgmi diag -r 3 on GPU3, then RMA it if it fails"
+    # twice, or a third time outside the window: the catalogue's verdict, counted
+    assert xids(xid(94, 3, 50), xid(94, 3, 900)) == [
+        (Severity.WARN, 3, "GPU3 Xid 94 x2: Contained memory error", "restart the job on GPU3")
+    ]
+    assert xids(xid(94, 3, 50), xid(94, 3, 900), xid(94, 3, 4000))[0][0] is Severity.WARN
+    # even an informational Xid, repeated, is a suspect
+    assert xids(xid(63, 1, 10), xid(63, 1, 20), xid(63, 1, 30))[0][0] is Severity.CRIT
+    # the same application Xid on several GPUs of one job: the job's, once
+    job = SlurmJob(
+        job_id="4812008",
+        name="train",
+        user="alice",
+        partition="train",
+        state="RUNNING",
+        gpus_by_node={"gpu001": (0, 1, 2, 3)},
+    )
+    jobs = SlurmState(nodes={}, jobs=(job,), sampled_at_s=NOW)
+    assert xids(xid(31, 1, 5), xid(31, 2, 6), jobs=jobs) == [
+        (
+            Severity.WARN,
+            None,
+            "Xid 31 on GPU1,GPU2 of job 4812008: GPU memory page fault",
+            "the job, not the GPUs: restart job 4812008 and look at the application",
+        )
+    ]

@@ -186,6 +186,10 @@ class Thresholds:
     # A PCIe generation below the maximum counts only while the GPU works harder than this: idle GPUs
     # lower the link speed to save power. It must last temp_sustain_s too.
     pcie_busy_util_pct: float = _opt(20.0, lo=0, hi=100, unit="percent")
+    # The same Xid on the same GPU this many times within xid_repeat_window_min makes the GPU a hardware
+    # suspect, whatever one event alone would say (NVIDIA's and other fleet tools' analysers do the same).
+    xid_repeat_count: int = _opt(3, lo=2, hi=1000, unit="events")
+    xid_repeat_window_min: float = _opt(60.0, lo=0, lo_open=True, hi=10080, unit="minutes")
 
 
 @dataclass(frozen=True, slots=True)

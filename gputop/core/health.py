@@ -16,7 +16,7 @@ from gputop.core.idle import IdleGpu
 from gputop.core.interconnect_deviations import PORT_ASPECTS, Aspect, Deviation
 from gputop.core.models import IbPort, NodeSample, Reachability, Severity, SlurmNode
 from gputop.core.problem import Problem
-from gputop.core.xid_codes import xid_verdict
+from gputop.core.xid_rules import xid_problems
 
 __all__ = [
     "DRIVER_TROUBLE_WORDS",
@@ -107,15 +107,8 @@ def assess_node(
     }
     gpu_problems(node, instant_flags(node.gpus, thresholds) if flags is None else flags, add, nvlink_said)
 
-    for event in node.xid_events:
-        index = event.gpu_index
-        job = job_of(index) if job_of is not None and index is not None else None
-        verdict = xid_verdict(event.code, event.message, node=name, gpu=index, job=job)
-        if verdict.severity is None:
-            continue  # informational: the event is listed with the node, and raises no problem
-        where = f"GPU{event.gpu_index} " if event.gpu_index is not None else ""
-        message = f"{where}Xid {event.code}: {verdict.meaning}"
-        add(verdict.severity, event.gpu_index, "xid", message, str(event.code), event.time_s, verdict.action)
+    if node.xid_events:
+        xid_problems(node.xid_events, name, thresholds, now_s, add, job_of)
 
     for port in _ports_down(node.ib_ports):
         add(Severity.CRIT, None, "ib", f"{port.label} {port.state}", port.label)

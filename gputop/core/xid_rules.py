@@ -1,0 +1,91 @@
+"""A node's Xid events as problems: one per GPU and code, with the catalogue's verdict
+(gputop.core.xid_codes), changed by how the events repeat.
+
+- The same Xid on the same GPU `Thresholds.xid_repeat_count` times within `xid_repeat_window_min` makes
+  the GPU a hardware suspect: CRIT, "run dcgmi diag -r 3 on it, then RMA it if it fails", whatever one
+  event alone would say (an informational one included).
+- The same job-class Xid (the catalogue's RESTART_APP) on two or more GPUs of one Slurm job points at the
+  job, not the GPUs: one WARN for the job instead of one per GPU.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+from gputop.core.config import Thresholds
+from gputop.core.models import Severity, XidEvent
+from gputop.core.xid_codes import XidVerdict, xid_verdict
+
+JOB_BUCKET = "RESTART_APP"
+
+
+class AddProblem(Protocol):
+    def __call__(
+        self,
+        severity: Severity,
+        gpu: int | None,
+        kind: str,
+        message: str,
+        subject: str = "",
+        since_s: float | None = None,
+        action: str = "",
+    ) -> None: ...
+
+
+def xid_problems(
+    events: Sequence[XidEvent],
+    node: str,
+    thresholds: Thresholds,
+    now_s: float,
+    add: AddProblem,
+    job_of: Callable[[int], str | None] | None = None,
+) -> None:
+    """Adds the problems of a node's Xid events through ``add``. ``job_of``: the Slurm job holding a GPU."""
+    groups: dict[tuple[int | None, int], list[XidEvent]] = {}
+    for event in events:
+        groups.setdefault((event.gpu_index, event.code), []).append(event)
+    window_s = thresholds.xid_repeat_window_min * 60.0
+    by_job: dict[tuple[str, int], list[tuple[int, XidVerdict, XidEvent]]] = {}
+    for (index, code), found in groups.items():
+        latest = max(found, key=lambda e: e.time_s)
+        job = job_of(index) if job_of is not None and index is not None else None
+        verdict = xid_verdict(code, latest.message, node=node, gpu=index, job=job)
+        where = f"GPU{index} " if index is not None else ""
+        recent = [e for e in found if e.time_s >= now_s - window_s] if now_s else found
+        if index is not None and len(recent) >= thresholds.xid_repeat_count:
+            minutes = f"{thresholds.xid_repeat_window_min:g} min"
+            message = f"{where}Xid {code} x{len(recent)} in {minutes}: {verdict.meaning}"
+            action = (
+                f"hardware suspect: drain {node}, run dcgmi diag -r 3 on GPU{index}, then RMA it if it fails"
+            )
+            add(Severity.CRIT, index, "xid", message, str(code), min(e.time_s for e in recent), action)
+            continue
+        if verdict.severity is None:
+            continue  # informational: the event is listed with the node, and raises no problem
+        if job is not None and index is not None and verdict.bucket == JOB_BUCKET:
+            by_job.setdefault((job, code), []).append((index, verdict, latest))
+            continue
+        times = f" x{len(found)}" if len(found) > 1 else ""
+        message = f"{where}Xid {code}{times}: {verdict.meaning}"
+        add(verdict.severity, index, "xid", message, str(code), latest.time_s, verdict.action)
+    for (job, code), hits in by_job.items():
+        if len(hits) == 1:
+            index, verdict, latest = hits[0]
+            message = f"GPU{index} Xid {code}: {verdict.meaning}"
+            add(
+                verdict.severity or Severity.WARN,
+                index,
+                "xid",
+                message,
+                str(code),
+                latest.time_s,
+                verdict.action,
+            )
+            continue
+        gpus = ",".join(f"GPU{index}" for index, _, _ in sorted(hits, key=lambda hit: hit[0]))
+        meaning = hits[0][1].meaning
+        message = f"Xid {code} on {gpus} of job {job}: {meaning}"
+        action = f"the job, not the GPUs: restart job {job} and look at the application"
+        since = min(latest.time_s for _, _, latest in hits)
+        add(Severity.WARN, None, "xid", message, f"{code}:{job}", since, action)
