@@ -9,7 +9,7 @@ from pathlib import Path
 from gputop.core.config import Thresholds
 from gputop.core.health import assess_node
 from gputop.core.health_tracker import HealthTracker
-from gputop.core.models import ClusterSnapshot, GpuSample, NodeSample, Severity
+from gputop.core.models import ClusterSnapshot, GpuSample, NodeSample, Severity, SlurmJob, SlurmState
 from gputop.core.parsers.nvlink import parse_nvlink
 from gputop.core.parsers.query_gpu import throttle_reason_names
 from gputop.core.parsers.xid import parse_xid
@@ -313,21 +313,19 @@ def test_a_gpu_sample_without_the_new_fields_reads_them_as_unknown() -> None:
     assert sample.remapped_rows_pending is None and sample.pcie_link_width_lanes is None
 
 
+def one_job_on_gpu001() -> SlurmState:
+    """Job 4812008 running on GPUs 0-3 of gpu001."""
+    job = SlurmJob("4812008", "train", "alice", "train", "RUNNING", gpus_by_node={"gpu001": (0, 1, 2, 3)})
+    return SlurmState(nodes={}, jobs=(job,), sampled_at_s=NOW)
+
+
 def test_an_application_xid_names_the_job_holding_the_gpu() -> None:
-    from gputop.core.models import SlurmJob, SlurmState, XidEvent
+    from gputop.core.models import XidEvent
     from gputop.core.summary import node_row
 
     page_fault = XidEvent(NOW - 5, 31, "0000:3b:00", 2, "pid=4242, name=python, Ch 00000008, intr 00000000")
     sample = node("gpu001", xid_events=(page_fault,))
-    job = SlurmJob(
-        job_id="4812008",
-        name="train",
-        user="alice",
-        partition="train",
-        state="RUNNING",
-        gpus_by_node={"gpu001": (0, 1, 2, 3)},
-    )
-    jobs = SlurmState(nodes={}, jobs=(job,), sampled_at_s=NOW)
+    jobs = one_job_on_gpu001()
     (xid,) = [p for p in node_row(sample, None, T, NOW, jobs=jobs).problems if p.kind == "xid"]
     assert (xid.severity, xid.action) == (Severity.WARN, "restart job 4812008 on GPU2")
     (alone,) = [p for p in node_row(sample, None, T, NOW).problems if p.kind == "xid"]
@@ -335,7 +333,7 @@ def test_an_application_xid_names_the_job_holding_the_gpu() -> None:
 
 
 def test_repeats_change_the_verdict() -> None:
-    from gputop.core.models import SlurmJob, SlurmState, XidEvent
+    from gputop.core.models import XidEvent
     from gputop.core.summary import node_row
 
     def xid(code: int, gpu_index: int, ago_s: float) -> XidEvent:
@@ -359,15 +357,7 @@ def test_repeats_change_the_verdict() -> None:
     # even an informational Xid, repeated, is a suspect
     assert xids(xid(63, 1, 10), xid(63, 1, 20), xid(63, 1, 30))[0][0] is Severity.CRIT
     # the same application Xid on several GPUs of one job: the job's, once
-    job = SlurmJob(
-        job_id="4812008",
-        name="train",
-        user="alice",
-        partition="train",
-        state="RUNNING",
-        gpus_by_node={"gpu001": (0, 1, 2, 3)},
-    )
-    jobs = SlurmState(nodes={}, jobs=(job,), sampled_at_s=NOW)
+    jobs = one_job_on_gpu001()
     assert xids(xid(31, 1, 5), xid(31, 2, 6), jobs=jobs) == [
         (
             Severity.WARN,

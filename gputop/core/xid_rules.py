@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Protocol
 
 from gputop.core.config import Thresholds
 from gputop.core.models import Severity, XidEvent
@@ -20,17 +19,8 @@ from gputop.core.xid_codes import XidVerdict, xid_verdict
 JOB_BUCKET = "RESTART_APP"
 
 
-class AddProblem(Protocol):
-    def __call__(
-        self,
-        severity: Severity,
-        gpu: int | None,
-        kind: str,
-        message: str,
-        subject: str = "",
-        since_s: float | None = None,
-        action: str = "",
-    ) -> None: ...
+# health.assess_node's add: (severity, gpu, kind, message, subject, since_s, action)
+AddProblem = Callable[..., None]
 
 
 def xid_problems(
