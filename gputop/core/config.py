@@ -190,6 +190,10 @@ class Thresholds:
     # suspect, whatever one event alone would say (NVIDIA's and other fleet tools' analysers do the same).
     xid_repeat_count: int = _opt(3, lo=2, hi=1000, unit="events")
     xid_repeat_window_min: float = _opt(60.0, lo=0, lo_open=True, hi=10080, unit="minutes")
+    # An IB port back up within this long of going down has flapped; while it has flapped within
+    # ib_flap_window_min it is "flapping" (WARN), and a drop within the grace is not a new CRIT.
+    ib_flap_grace_s: float = _opt(120.0, lo=0, lo_open=True, hi=3600, unit="seconds")
+    ib_flap_window_min: float = _opt(30.0, lo=0, lo_open=True, hi=1440, unit="minutes")
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,11 +6,12 @@ passes the time.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from gputop.core.config import Thresholds
 from gputop.core.gpu_rules import gpu_problems
 from gputop.core.health_tracker import GpuFlag, instant_flags
+from gputop.core.ib_flaps import PortFlaps
 from gputop.core.identity_memo import IdentityMemo
 from gputop.core.idle import IdleGpu
 from gputop.core.interconnect_deviations import PORT_ASPECTS, Aspect, Deviation
@@ -41,6 +42,7 @@ def assess_node(
     interconnect: Sequence[Deviation] = (),
     flags: tuple[GpuFlag, ...] | None = None,
     job_of: Callable[[int], str | None] | None = None,
+    ib_flaps: Mapping[str, PortFlaps] | None = None,
 ) -> tuple[Problem, ...]:
     """Every problem on one node, worst first.
 
@@ -56,6 +58,8 @@ def assess_node(
     (`gputop.core.idle.IdleState.flagged_by_node`); each job holding some gets one WARN of kind "idle".
 
     ``job_of``: the Slurm job id holding a GPU of this node, which an Xid's action for the job names.
+
+    ``ib_flaps``: the node's IB ports that went down and came back (`gputop.core.ib_flaps`), by label.
     """
     found: list[Problem] = []
     name = node.name
@@ -110,8 +114,7 @@ def assess_node(
     if node.xid_events:
         xid_problems(node.xid_events, name, thresholds, now_s, add, job_of)
 
-    for port in _ports_down(node.ib_ports):
-        add(Severity.CRIT, None, "ib", f"{port.label} {port.state}", port.label)
+    _port_problems(node, thresholds, now_s, ib_flaps or {}, add)
     ib_failures = node.ib_failures
     if ib_failures:  # rare: the usual node pays one test
         for failure in ib_failures:
@@ -152,6 +155,36 @@ def assess_node(
 _ports_down: IdentityMemo[tuple[IbPort, ...], tuple[IbPort, ...]] = IdentityMemo(
     lambda ports: tuple(port for port in ports if not port.is_up)
 )
+
+
+def _port_problems(
+    node: NodeSample,
+    thresholds: Thresholds,
+    now_s: float,
+    flaps: Mapping[str, PortFlaps],
+    add: Callable[..., None],
+) -> None:
+    """A port down is CRIT, unless it has been flapping and went down within the grace: then the
+    flapping is the problem (WARN). A port up that flapped in the window is flapping too."""
+    window = f"{thresholds.ib_flap_window_min:g} min"
+    down = _ports_down(node.ib_ports)
+    for port in down:
+        flap = flaps.get(port.label)
+        since = flap.down_since_s if flap is not None else None
+        if flap is not None and since is not None and now_s - since <= thresholds.ib_flap_grace_s:
+            message = f"{port.label} {port.state}, flapping: back {flap.count}x in {window}"
+            add(Severity.WARN, None, "ib", message, port.label, since, _FLAP_ACTION.format(node=node.name))
+        else:
+            add(Severity.CRIT, None, "ib", f"{port.label} {port.state}", port.label)
+    if flaps:
+        down_labels = {port.label for port in down}
+        for label, flap in sorted(flaps.items()):
+            if label not in down_labels:
+                message = f"{label} flapping: down and back {flap.count}x in {window}"
+                add(Severity.WARN, None, "ib", message, label, None, _FLAP_ACTION.format(node=node.name))
+
+
+_FLAP_ACTION = "check the cable, the transceiver and the switch port; drain {node} if it keeps dropping"
 
 
 def idle_problems(node: str, idle_gpus: Sequence[IdleGpu]) -> tuple[Problem, ...]:

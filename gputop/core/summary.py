@@ -15,6 +15,7 @@ from gputop.core.config import Thresholds
 from gputop.core.health import Problem, assess_node, idle_problems
 from gputop.core.health_tracker import GpuFlag, HealthFlags
 from gputop.core.heatmap import CellCodes, cell_codes
+from gputop.core.ib_flaps import IbFlaps, PortFlaps
 from gputop.core.idle import IdleGpu, IdleState
 from gputop.core.interconnect_deviations import Deviation, FleetInterconnect
 from gputop.core.jobs import JobRow
@@ -58,6 +59,8 @@ class NodeRow:
     # its GPUs' tracked temperature, memory and PCIe flags (None: read at once, without a tracker); the
     # row is rebuilt when they change
     flags: tuple[GpuFlag, ...] | None = field(default=None, compare=False, repr=False)
+    # its IB ports that went down and came back (gputop.core.ib_flaps): the row is rebuilt when they change
+    ib_flaps: Mapping[str, PortFlaps] | None = field(default=None, compare=False, repr=False)
 
     @property
     def idle_gpu_count(self) -> int:
@@ -160,6 +163,7 @@ def node_row(
     interconnect: tuple[Deviation, ...] = (),
     flags: tuple[GpuFlag, ...] | None = None,
     jobs: SlurmState | None = None,
+    ib_flaps: Mapping[str, PortFlaps] | None = None,
 ) -> NodeRow:
     """The node's row. ``jobs``: Slurm's state, whose jobs an Xid's action names (only read for a node
     with Xid events)."""
@@ -180,6 +184,7 @@ def node_row(
         interconnect=interconnect,
         flags=flags,
         job_of=job_of,
+        ib_flaps=ib_flaps,
     )
     utils: list[float] = []
     temps: list[float] = []
@@ -219,6 +224,7 @@ def node_row(
         idle_problems=tuple(p for p in problems if p.kind == "idle") if idle_gpus else (),
         interconnect=interconnect,
         flags=flags,
+        ib_flaps=ib_flaps,
     )
 
 
@@ -231,6 +237,7 @@ def derive_rows(
     idle: IdleState | None = None,
     interconnect: FleetInterconnect | None = None,
     health: HealthFlags | None = None,
+    ib_flaps: IbFlaps | None = None,
 ) -> dict[str, NodeRow]:
     """Rows for some of the snapshot's nodes, reusing the previous view's row where nothing changed
     (gputop.core.view derives a large cluster a slice at a time). ``idle``: the `IdleTracker`'s state for
@@ -251,6 +258,7 @@ def derive_rows(
         idle_gpus = idle_by_node.get(name, ())
         differs = deviations.get(name, ())
         flags = None if health is None else health.get(name, ())
+        flapped = ib_flaps.get(name) if ib_flaps else None
         # A stale or down node's problem text carries its age, so it is redone every tick; an idle GPU's
         # text carries its idle minutes and is compared (only nodes with idle GPUs pay for it).
         if (
@@ -261,6 +269,7 @@ def derive_rows(
             and (old.idle_problems == idle_problems(name, idle_gpus) if idle_gpus else not old.idle_problems)
             and old.interconnect == differs
             and old.flags == flags
+            and old.ib_flaps == flapped
         ):
             rows[name] = old
         else:
@@ -273,6 +282,7 @@ def derive_rows(
                 interconnect=differs,
                 flags=flags,
                 jobs=snapshot.slurm,
+                ib_flaps=flapped,
             )
     return rows
 

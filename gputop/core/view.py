@@ -19,6 +19,7 @@ from gputop.core.alerts import AlertBook, FirstLook
 from gputop.core.config import Thresholds
 from gputop.core.health_tracker import HealthTracker
 from gputop.core.heatmap import CellCodes, cell_codes
+from gputop.core.ib_flaps import IbFlapTracker
 from gputop.core.idle import IdleTracker
 from gputop.core.interconnect_deviations import InterconnectTracker
 from gputop.core.jobs import job_rows
@@ -48,6 +49,7 @@ class ViewStage:
         )
         self.interconnect_tracker = InterconnectTracker()
         self.health_tracker = HealthTracker(thresholds)
+        self.ib_flap_tracker = IbFlapTracker(thresholds.ib_flap_grace_s, thresholds.ib_flap_window_min * 60.0)
         if judge_at_once:
             self.health_tracker.sustain_s = 0.0
         self.alert_book = AlertBook()
@@ -79,6 +81,7 @@ class ViewStage:
         idle = self.idle_tracker.update(snapshot)
         interconnect = self.interconnect_tracker.update(snapshot.nodes)
         health = self.health_tracker.update(snapshot)
+        ib_flaps = self.ib_flap_tracker.update(snapshot)
         yield
         rows: dict[str, NodeRow] = {}
         cells: dict[str, CellCodes] = {}
@@ -92,7 +95,14 @@ class ViewStage:
         for start in range(0, len(snapshot.nodes), DERIVE_CHUNK_NODES):
             chunk = snapshot.nodes[start : start + DERIVE_CHUNK_NODES]
             chunk_rows = derive_rows(
-                snapshot, chunk, thresholds, previous, idle=idle, interconnect=interconnect, health=health
+                snapshot,
+                chunk,
+                thresholds,
+                previous,
+                idle=idle,
+                interconnect=interconnect,
+                health=health,
+                ib_flaps=ib_flaps,
             )
             for node in chunk:
                 row = chunk_rows[node.name]
