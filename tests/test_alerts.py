@@ -153,3 +153,16 @@ def test_a_node_is_heard_in_full_once_its_first_facts_are_read_or_after_a_while(
     assert look.settling([quiet, told, never], SETTLE_S + 2.0) == {"gpu003"}, "answered long enough"
     new = NodeSample("gpu004", Reachability.OK, 5.0, (), 8)
     assert "gpu004" in look.settling([quiet, told, never, new], SETTLE_S + 3.0), "a node added later"
+
+
+def test_an_alert_carries_the_problems_action_for_the_alerts_pane() -> None:
+    from gputop.tui.widgets.alert_table import ALERT_COLUMNS
+
+    action = "drain gpu007, then reset GPU4 so the failed row is remapped"
+    xid = Problem(Severity.CRIT, "gpu007", 4, "xid", "GPU4 Xid 48: Double Bit ECC Error", "48", 100.0, action)
+    state = AlertBook().update([xid], 200.0)
+    (alert,) = state.alerts.values()
+    assert alert.action == action
+    (problem_column,) = [c for c in ALERT_COLUMNS if c.key == "message"]
+    text, severity = problem_column.cell(alert, 200.0)
+    assert text == f"GPU4 Xid 48: Double Bit ECC Error -> {action}" and severity is Severity.CRIT

@@ -44,6 +44,7 @@ class Alert:
     since_s: float  # first seen (this time round)
     acknowledged: bool = False
     silenced_until_s: float | None = None
+    action: str = ""  # what to do about it, where the rule says (Problem.action)
 
     @property
     def node(self) -> str:
@@ -95,6 +96,7 @@ class AlertBook:
                 before.since_s if before is not None else _began(problem, now_s),
                 key in self._acknowledged,
                 self._silence(key, now_s),
+                problem.action,
             )
             alerts[text] = alert
             worse = before is None or before.severity is not Severity.CRIT

@@ -42,7 +42,8 @@ def _status_cell(alert: Alert, now_s: float) -> Cell:
 
 
 def _message_cell(alert: Alert, now_s: float) -> Cell:
-    return alert.message, None if _quiet(alert, now_s) else alert.severity
+    text = f"{alert.message} -> {alert.action}" if alert.action else alert.message
+    return text, None if _quiet(alert, now_s) else alert.severity
 
 
 ALERT_COLUMNS: tuple[Column, ...] = (
