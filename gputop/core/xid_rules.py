@@ -36,13 +36,14 @@ def xid_problems(
     for event in events:
         groups.setdefault((event.gpu_index, event.code), []).append(event)
     window_s = thresholds.xid_repeat_window_min * 60.0
-    by_job: dict[tuple[str, int], list[tuple[int, XidVerdict, XidEvent]]] = {}
+    # a job-class Xid's problem, held back until it is known whether other GPUs of the job had it too
+    by_job: dict[tuple[str, int], list[tuple[int, XidVerdict, XidEvent, str]]] = {}
     for (index, code), found in groups.items():
         latest = max(found, key=lambda e: e.time_s)
         job = job_of(index) if job_of is not None and index is not None else None
         verdict = xid_verdict(code, latest.message, node=node, gpu=index, job=job)
         where = f"GPU{index} " if index is not None else ""
-        recent = [e for e in found if e.time_s >= now_s - window_s] if now_s else found
+        recent = [e for e in found if e.time_s >= now_s - window_s]
         if index is not None and len(recent) >= thresholds.xid_repeat_count:
             minutes = f"{thresholds.xid_repeat_window_min:g} min"
             message = f"{where}Xid {code} x{len(recent)} in {minutes}: {verdict.meaning}"
@@ -53,29 +54,20 @@ def xid_problems(
             continue
         if verdict.severity is None:
             continue  # informational: the event is listed with the node, and raises no problem
-        if job is not None and index is not None and verdict.bucket == JOB_BUCKET:
-            by_job.setdefault((job, code), []).append((index, verdict, latest))
-            continue
         times = f" x{len(found)}" if len(found) > 1 else ""
         message = f"{where}Xid {code}{times}: {verdict.meaning}"
+        if job is not None and index is not None and verdict.bucket == JOB_BUCKET:
+            by_job.setdefault((job, code), []).append((index, verdict, latest, message))
+            continue
         add(verdict.severity, index, "xid", message, str(code), latest.time_s, verdict.action)
     for (job, code), hits in by_job.items():
-        if len(hits) == 1:
-            index, verdict, latest = hits[0]
-            message = f"GPU{index} Xid {code}: {verdict.meaning}"
-            add(
-                verdict.severity or Severity.WARN,
-                index,
-                "xid",
-                message,
-                str(code),
-                latest.time_s,
-                verdict.action,
-            )
+        if len(hits) == 1:  # one GPU of the job: the GPU's problem, as held back
+            index, verdict, latest, message = hits[0]
+            add(verdict.severity, index, "xid", message, str(code), latest.time_s, verdict.action)
             continue
-        gpus = ",".join(f"GPU{index}" for index, _, _ in sorted(hits, key=lambda hit: hit[0]))
+        gpus = ",".join(f"GPU{hit[0]}" for hit in sorted(hits, key=lambda hit: hit[0]))
         meaning = hits[0][1].meaning
         message = f"Xid {code} on {gpus} of job {job}: {meaning}"
         action = f"the job, not the GPUs: restart job {job} and look at the application"
-        since = min(latest.time_s for _, _, latest in hits)
+        since = min(hit[2].time_s for hit in hits)
         add(Severity.WARN, None, "xid", message, f"{code}:{job}", since, action)
