@@ -63,23 +63,29 @@ def sources_for(cluster: ClusterConfig, config: Config, clock: Clock) -> list[So
 def demo_source(config: Config, clock: Clock) -> SimulatorSource:
     """The simulator for ``config.demo``, started a little before now: its past is replayed to the
     poller, so GPUs held idle show as idle on the first frame rather than after the configured minutes."""
-    import functools
-
     from gputop.sim.demo import SimulatorSource
-    from gputop.sim.simulator import SILENT_BEFORE_START_S, SimulatedCluster
+
+    if TYPE_CHECKING:
+        from gputop.sim.simulator import SimulatedCluster
 
     demo = config.demo
     history_s = min(DEMO_HISTORY_MAX_S, config.thresholds.idle_minutes * 60.0 + 60.0)
     now_s = clock.now()
-    cluster = functools.partial(
-        SimulatedCluster,
-        nodes=demo.nodes,
-        gpus_per_node=demo.gpus_per_node,
-        gpu_model=demo.gpu_model,
-        seed=demo.seed,
-        start_time_s=now_s - history_s,
-        silent_at_s=now_s - SILENT_BEFORE_START_S,
-    )
+
+    def cluster() -> SimulatedCluster:
+        # Imported here, in the source's start, off the event loop: the first frame need not wait for
+        # the simulator and numpy to load.
+        from gputop.sim.simulator import SILENT_BEFORE_START_S, SimulatedCluster
+
+        return SimulatedCluster(
+            nodes=demo.nodes,
+            gpus_per_node=demo.gpus_per_node,
+            gpu_model=demo.gpu_model,
+            seed=demo.seed,
+            start_time_s=now_s - history_s,
+            silent_at_s=now_s - SILENT_BEFORE_START_S,
+        )
+
     return SimulatorSource(cluster, history_s=history_s)
 
 

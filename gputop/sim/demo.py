@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from gputop.core.models import SourceResult
-from gputop.sim.simulator import SimulatedCluster
+
+if TYPE_CHECKING:
+    # The simulator (and numpy with it) is imported by whoever builds the cluster: the demo builds it in
+    # `start`, off the event loop, so the first frame does not wait for that import either.
+    from gputop.sim.simulator import SimulatedCluster
 
 HISTORY_STEP_S = 60.0  # a look a minute tells a GPU idle for minutes (the idle tracker counts 60 s whole)
 
@@ -27,8 +32,8 @@ class SimulatorSource:
         ``history_s``: `start` runs the cluster that far past its start time, keeping a result every
         ``history_step_s``, for `take_history`. The demo starts its cluster that long before now, so the
         trackers that need minutes of data (idle GPUs) have them at the first frame."""
-        self._build = None if isinstance(cluster, SimulatedCluster) else cluster
-        self._cluster = cluster if isinstance(cluster, SimulatedCluster) else None
+        self._build = cluster if callable(cluster) else None
+        self._cluster = None if callable(cluster) else cluster
         self._history_s = max(0.0, history_s)
         self._history_step_s = history_step_s
         self._history: list[tuple[float, SourceResult]] = []

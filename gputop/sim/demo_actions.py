@@ -27,12 +27,14 @@ import getpass
 import math
 import os
 from collections.abc import Callable, Mapping, Sequence
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from gputop.core.nodeset import expand_nodeset
-from gputop.sim.simulator import SimulatedCluster
 from gputop.sources.commands import is_nvidia_smi, strip_sudo
 from gputop.sources.slurm_runner import Completed, RunFailed
+
+if TYPE_CHECKING:
+    from gputop.sim.simulator import SimulatedCluster
 
 WHERE: Final = "demo"
 
