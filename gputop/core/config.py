@@ -122,6 +122,8 @@ CommandName = Literal[
     "mig_ci",
     "ibstat",
     "xid",
+    "counters",
+    "nvlink_errors",
 ]
 
 
@@ -194,6 +196,21 @@ class Thresholds:
     # ib_flap_window_min it is "flapping" (WARN), and a drop within the grace is not a new CRIT.
     ib_flap_grace_s: float = _opt(120.0, lo=0, lo_open=True, hi=3600, unit="seconds")
     ib_flap_window_min: float = _opt(30.0, lo=0, lo_open=True, hi=1440, unit="minutes")
+    # Counter rates, measured between two reads of `nvidia-smi -q` / `nvidia-smi nvlink -e`. The defaults
+    # are DCGM's limits (DcgmGpuHardwareLimits.h): 8 PCIe replays a minute "the maximum recommended", 100
+    # NVLink CRC errors a second ("CRC errors only matter at rates of 100+ per second"), any NVLink replay
+    # or recovery error, and 10 single-bit ECC errors (DCGM calls its own figure a placeholder; here a
+    # minute).
+    pcie_replay_per_min: float = _opt(8.0, lo=0, lo_open=True, unit="replays per minute")
+    nvlink_crc_per_s: float = _opt(100.0, lo=0, lo_open=True, unit="CRC errors per second")
+    nvlink_error_count: int = _opt(1, lo=1, hi=1_000_000, unit="replay or recovery errors between reads")
+    sbe_per_min: float = _opt(10.0, lo=0, lo_open=True, unit="single-bit ECC errors per minute")
+    # Retired pages (GPUs before Ampere): DCGM warns from its soft limit and fails the GPU at its limit.
+    retired_pages_warn: int = _opt(15, lo=1, hi=10_000, unit="pages")
+    retired_pages_crit: int = _opt(63, lo=1, hi=10_000, unit="pages")
+    # HBM within this many degrees of the memory's own limit ("Memory Max Operating Temp", where the
+    # driver slows memory down) warns; at or over the limit is critical.
+    hbm_temp_margin_c: float = _opt(5.0, lo=0, hi=50, unit="degrees Celsius")
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,8 @@ from gputop.core.parsers.gpu_list import GpuList
 from gputop.core.parsers.ib import IbStat
 from gputop.core.parsers.mig import MigComputeInstances, MigGpuInstances, MigPlacements, MigProfiles
 from gputop.core.parsers.nvlink import NvlinkStatus
+from gputop.core.parsers.nvlink_errors import NvlinkErrors
+from gputop.core.parsers.smi_counters import SmiCounters
 from gputop.core.parsers.topo import Topology
 from gputop.core.parsers.xid import XidLog
 
@@ -44,4 +46,6 @@ def node_facts(
         ibstat=reading("ibstat", IbStat),
         xid=reading("xid", XidLog),
         processes=reading("processes", ComputeAppsResult),
+        counters=reading("counters", SmiCounters),
+        nvlink_errors=reading("nvlink_errors", NvlinkErrors),
     )

@@ -17,6 +17,8 @@ if TYPE_CHECKING:
     from gputop.core.parsers.ib import IbStat
     from gputop.core.parsers.mig import MigComputeInstances, MigGpuInstances, MigPlacements, MigProfiles
     from gputop.core.parsers.nvlink import NvlinkStatus
+    from gputop.core.parsers.nvlink_errors import NvlinkErrors
+    from gputop.core.parsers.smi_counters import SmiCounters
     from gputop.core.parsers.topo import Topology
     from gputop.core.parsers.xid import XidLog
 
@@ -64,6 +66,8 @@ class NodeFacts:
     ibstat: Reading[IbStat] = UNREAD  # the node's ib_ports and ib_failures come from it
     xid: Reading[XidLog] = UNREAD  # the node's xid_events come from it
     processes: Reading[ComputeAppsResult] = UNREAD  # joined into the GPUs' samples
+    counters: Reading[SmiCounters] = UNREAD  # nvidia-smi -q: PCIe replays, ECC, retired pages, remaps, HBM
+    nvlink_errors: Reading[NvlinkErrors] = UNREAD  # nvidia-smi nvlink -e
 
     def readings(self) -> tuple[tuple[str, Reading[object]], ...]:
         """(command name, reading) of every command, in the record's order: for lists that show them all."""

@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 
 from gputop.core.config import Thresholds
+from gputop.core.counter_rates import GpuRates
+from gputop.core.counter_rules import counter_problems
 from gputop.core.gpu_rules import gpu_problems
 from gputop.core.health_tracker import GpuFlag, instant_flags
 from gputop.core.ib_flaps import PortFlaps
@@ -43,6 +45,7 @@ def assess_node(
     flags: tuple[GpuFlag, ...] | None = None,
     job_of: Callable[[int], str | None] | None = None,
     ib_flaps: Mapping[str, PortFlaps] | None = None,
+    rates: Mapping[int, GpuRates] | None = None,
 ) -> tuple[Problem, ...]:
     """Every problem on one node, worst first.
 
@@ -60,6 +63,8 @@ def assess_node(
     ``job_of``: the Slurm job id holding a GPU of this node, which an Xid's action for the job names.
 
     ``ib_flaps``: the node's IB ports that went down and came back (`gputop.core.ib_flaps`), by label.
+
+    ``rates``: the node's GPU counter rates (`gputop.core.counter_rates`), by GPU index.
     """
     found: list[Problem] = []
     name = node.name
@@ -110,6 +115,9 @@ def assess_node(
         d.gpu_index for d in interconnect if d.gpu_index is not None and d.aspect is Aspect.NVLINKS_ACTIVE
     }
     gpu_problems(node, instant_flags(node.gpus, thresholds) if flags is None else flags, add, nvlink_said)
+
+    if rates or node.facts.counters.value is not None:
+        counter_problems(node, rates, thresholds, add)
 
     if node.xid_events:
         xid_problems(node.xid_events, name, thresholds, now_s, add, job_of)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from gputop.core.alerts import AlertState
 from gputop.core.config import Thresholds
+from gputop.core.counter_rates import GpuRates, NodeRates
 from gputop.core.health import Problem, assess_node, idle_problems
 from gputop.core.health_tracker import GpuFlag, HealthFlags
 from gputop.core.heatmap import CellCodes, cell_codes
@@ -61,6 +62,8 @@ class NodeRow:
     flags: tuple[GpuFlag, ...] | None = field(default=None, compare=False, repr=False)
     # its IB ports that went down and came back (gputop.core.ib_flaps): the row is rebuilt when they change
     ib_flaps: Mapping[str, PortFlaps] | None = field(default=None, compare=False, repr=False)
+    # its GPUs' counter rates (gputop.core.counter_rates): the row is rebuilt when they change
+    rates: Mapping[int, GpuRates] | None = field(default=None, compare=False, repr=False)
 
     @property
     def idle_gpu_count(self) -> int:
@@ -164,6 +167,7 @@ def node_row(
     flags: tuple[GpuFlag, ...] | None = None,
     jobs: SlurmState | None = None,
     ib_flaps: Mapping[str, PortFlaps] | None = None,
+    rates: Mapping[int, GpuRates] | None = None,
 ) -> NodeRow:
     """The node's row. ``jobs``: Slurm's state, whose jobs an Xid's action names (only read for a node
     with Xid events)."""
@@ -185,6 +189,7 @@ def node_row(
         flags=flags,
         job_of=job_of,
         ib_flaps=ib_flaps,
+        rates=rates,
     )
     utils: list[float] = []
     temps: list[float] = []
@@ -225,6 +230,7 @@ def node_row(
         interconnect=interconnect,
         flags=flags,
         ib_flaps=ib_flaps,
+        rates=rates,
     )
 
 
@@ -238,6 +244,7 @@ def derive_rows(
     interconnect: FleetInterconnect | None = None,
     health: HealthFlags | None = None,
     ib_flaps: IbFlaps | None = None,
+    rates: Mapping[str, NodeRates] | None = None,
 ) -> dict[str, NodeRow]:
     """Rows for some of the snapshot's nodes, reusing the previous view's row where nothing changed
     (gputop.core.view derives a large cluster a slice at a time). ``idle``: the `IdleTracker`'s state for
@@ -259,6 +266,7 @@ def derive_rows(
         differs = deviations.get(name, ())
         flags = None if health is None else health.get(name, ())
         flapped = ib_flaps.get(name) if ib_flaps else None
+        node_rates = rates.get(name) if rates else None
         # A stale or down node's problem text carries its age, so it is redone every tick; an idle GPU's
         # text carries its idle minutes and is compared (only nodes with idle GPUs pay for it).
         if (
@@ -270,6 +278,7 @@ def derive_rows(
             and old.interconnect == differs
             and old.flags == flags
             and old.ib_flaps == flapped
+            and old.rates == node_rates
         ):
             rows[name] = old
         else:
@@ -283,6 +292,7 @@ def derive_rows(
                 flags=flags,
                 jobs=snapshot.slurm,
                 ib_flaps=flapped,
+                rates=node_rates,
             )
     return rows
 

@@ -17,6 +17,7 @@ from collections.abc import Generator, Iterable
 
 from gputop.core.alerts import AlertBook, FirstLook
 from gputop.core.config import Thresholds
+from gputop.core.counter_rates import CounterRateTracker
 from gputop.core.health_tracker import HealthTracker
 from gputop.core.heatmap import CellCodes, cell_codes
 from gputop.core.ib_flaps import IbFlapTracker
@@ -50,6 +51,7 @@ class ViewStage:
         self.interconnect_tracker = InterconnectTracker()
         self.health_tracker = HealthTracker(thresholds)
         self.ib_flap_tracker = IbFlapTracker(thresholds.ib_flap_grace_s, thresholds.ib_flap_window_min * 60.0)
+        self.counter_rate_tracker = CounterRateTracker()
         if judge_at_once:
             self.health_tracker.sustain_s = 0.0
         self.alert_book = AlertBook()
@@ -61,6 +63,8 @@ class ViewStage:
         for snapshot in history:
             self.idle_tracker.update(snapshot)
             self.health_tracker.update(snapshot)
+            self.ib_flap_tracker.update(snapshot)
+            self.counter_rate_tracker.update(snapshot)
 
     def derive(self, snapshot: ClusterSnapshot, source_errors: tuple[str, ...] = ()) -> ClusterView:
         """The next view, all at once."""
@@ -82,6 +86,7 @@ class ViewStage:
         interconnect = self.interconnect_tracker.update(snapshot.nodes)
         health = self.health_tracker.update(snapshot)
         ib_flaps = self.ib_flap_tracker.update(snapshot)
+        rates = self.counter_rate_tracker.update(snapshot)
         yield
         rows: dict[str, NodeRow] = {}
         cells: dict[str, CellCodes] = {}
@@ -103,6 +108,7 @@ class ViewStage:
                 interconnect=interconnect,
                 health=health,
                 ib_flaps=ib_flaps,
+                rates=rates,
             )
             for node in chunk:
                 row = chunk_rows[node.name]

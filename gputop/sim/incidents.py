@@ -32,9 +32,27 @@ INTERCONNECT_KINDS: Final = ("nvlink_degraded", "ib_slow")
 # Faults a GPU reports of itself, on nodes between the spread ones too (16 nodes or more).
 GPU_FACT_KINDS: Final = ("pcie_degraded", "remap_pending")
 
-INCIDENT_KINDS: Final = SPREAD_KINDS + INTERCONNECT_KINDS + GPU_FACT_KINDS
+# Counters that grow (or a port that keeps dropping), and Xid events of each of the catalogue's action
+# classes: from 32 nodes on, at 3/32 and 1/32 into each eighth, clear of the kinds above.
+COUNTER_KINDS: Final = ("pcie_replays", "nvlink_crc", "hbm_hot", "memory_wear", "sbe_storm", "ib_flapping")
+XID_KINDS: Final = ("xid_job", "xid_reset", "xid_repeat")
+
+INCIDENT_KINDS: Final = SPREAD_KINDS + INTERCONNECT_KINDS + GPU_FACT_KINDS + COUNTER_KINDS + XID_KINDS
 
 DRAIN_REASON: Final = "Xid 48 DBE on GPU2, RMA requested (OPS-4411)"
+
+
+_LATER_WORDS: Final = {
+    "pcie_replays": "GPU{gpu} PCIe replays at 40 a minute (a loose riser)",
+    "nvlink_crc": "GPU{gpu} NVLink CRC errors at 250 a second, and replays",
+    "hbm_hot": "GPU{gpu} HBM at 92 C, near its 95 C limit",
+    "memory_wear": "GPU{gpu}: 2 memory banks with no spare row left",
+    "sbe_storm": "GPU{gpu} 30 single-bit ECC errors a minute",
+    "ib_flapping": "mlx5_5 port 1 drops for a minute every four",
+    "xid_job": "Xid 13 on GPU0 and GPU1 of one job (the job's fault); Xid 63, informational, on GPU2",
+    "xid_reset": "Xid 119 (GSP timeout) on GPU{gpu}, and Xid 154: GPU reset required",
+    "xid_repeat": "Xid 95 three times in 40 min on GPU{gpu}: a hardware suspect",
+}
 
 
 @dataclass(frozen=True)
@@ -58,6 +76,9 @@ def incident_node_indices(nodes: int) -> dict[str, int]:
         # The starts of the second and third eighths: n/16 or more away from every spread incident.
         at |= {kind: (k + 1) * nodes // count for k, kind in enumerate(INTERCONNECT_KINDS)}
         at |= {kind: (k + 3) * nodes // count for k, kind in enumerate(GPU_FACT_KINDS)}
+    if nodes >= 4 * count:
+        at |= {kind: k * nodes // count + 3 * nodes // 32 for k, kind in enumerate(COUNTER_KINDS)}
+        at |= {kind: k * nodes // count + nodes // 32 for k, kind in enumerate(XID_KINDS)}
     return at
 
 
@@ -70,6 +91,15 @@ def incident_gpu(sim: SimulatedCluster, kind: str) -> int:
         "nvlink_degraded": 5,
         "pcie_degraded": 2,
         "remap_pending": 6,
+        "pcie_replays": 1,
+        "nvlink_crc": 3,
+        "hbm_hot": 2,
+        "memory_wear": 7,
+        "sbe_storm": 0,
+        "ib_flapping": 0,
+        "xid_job": 0,
+        "xid_reset": 6,
+        "xid_repeat": 4,
     }[kind]
     return min(wanted, sim.gpus_per_node - 1)
 
@@ -114,6 +144,9 @@ def describe_incidents(sim: SimulatedCluster) -> tuple[Incident, ...]:
         elif kind == "remap_pending":
             gpu = incident_gpu(sim, kind)
             text = f"GPU{gpu} has a row remapping pending (needs a GPU reset)"
+        elif kind in COUNTER_KINDS or kind in XID_KINDS:
+            gpu = incident_gpu(sim, kind)
+            text = _LATER_WORDS[kind].format(gpu=gpu)
         else:
             gpu = incident_gpu(sim, kind)
             text = f"reports {g_per - 1} of {g_per} GPUs (GPU{gpu} missing)"

@@ -92,6 +92,7 @@ def setup_static_node_data(sim: SimulatedCluster) -> None:
                 "GPU has fallen off the bus.",
             ),
         )
+    _xid_class_events(sim, t0)
     if "mig" in at:
         node = at["mig"]
         k = incident_gpu(sim, "mig")
@@ -112,6 +113,67 @@ def setup_static_node_data(sim: SimulatedCluster) -> None:
     # by node: the typed record a sample carries, with the facts it was made from
     sim._node_facts = [None] * sim._n
     setup_mig(sim)
+
+
+def _xid_line(sim: SimulatedCluster, k: int, code: int, words: str, pid: str = "'<unknown>'") -> str:
+    kernel_bus = sim._pci[k][4:-2].lower()  # "00000000:9A:00.0" -> "0000:9a:00", as NVRM prints it
+    name = "python" if pid != "'<unknown>'" else "<unknown>"
+    return f"NVRM: Xid (PCI:{kernel_bus}): {code}, pid={pid}, name={name}, {words}"
+
+
+def _xid_class_events(sim: SimulatedCluster, t0: float) -> None:
+    """Xid events of the catalogue's action classes: the job's (13 on two GPUs of one job), none (63),
+    a GPU reset (119, then 154 naming the reset), and a repeat that makes a hardware suspect (95)."""
+    at = sim._incident_at
+    pci = sim._pci
+    if "xid_job" in at and sim.gpus_per_node >= 3:
+        fault = "Graphics SM Warp Exception on (GPC 1, TPC 0, SM 0): Out Of Range Address"
+        remapped = "Row Remapper: New row marked for remapping"
+        sim._xids[at["xid_job"]] = (
+            XidEvent(t0 - 420.0, 13, pci[0], 0, _xid_line(sim, 0, 13, fault, "3104417")),
+            XidEvent(t0 - 419.0, 13, pci[1], 1, _xid_line(sim, 1, 13, fault, "3104418")),
+            XidEvent(t0 - 900.0, 63, pci[2], 2, _xid_line(sim, 2, 63, remapped)),
+        )
+    if "xid_reset" in at:
+        k = incident_gpu(sim, "xid_reset")
+        timeout = (
+            f"Timeout after 6s of waiting for RPC response from GPU{k} GSP! "
+            "Expected function 76 (GSP_RM_CONTROL)"
+        )
+        recovery = "GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)"
+        sim._xids[at["xid_reset"]] = (
+            XidEvent(t0 - 300.0, 119, pci[k], k, _xid_line(sim, k, 119, timeout)),
+            XidEvent(t0 - 299.0, 154, pci[k], k, _xid_line(sim, k, 154, recovery)),
+        )
+    if "xid_repeat" in at:
+        k = incident_gpu(sim, "xid_repeat")
+        words = "Uncontained: FBHUB. RST: Yes, D-RST: No"
+        sim._xids[at["xid_repeat"]] = tuple(
+            XidEvent(t0 - ago, 95, pci[k], k, _xid_line(sim, k, 95, words)) for ago in (1800.0, 1200.0, 300.0)
+        )
+
+
+FLAP_PERIOD_S: Final = 240.0  # the flapping port is down for the first FLAP_DOWN_S of every period
+FLAP_DOWN_S: Final = 60.0
+
+
+def flap_ib(sim: SimulatedCluster, t: float) -> None:
+    """The flapping node's mlx5_5 drops for a minute every four, each time back within the grace."""
+    i = sim._incident_at.get("ib_flapping")
+    if i is None or len(sim._ib[i]) < 6:
+        return
+    down = (t - sim.start_time_s) % FLAP_PERIOD_S < FLAP_DOWN_S
+    ports = sim._ib[i]
+    if (not ports[5].is_up) == down:
+        return
+    changed = list(ports)
+    up = ports[0]
+    changed[5] = (
+        IbPort("mlx5_5", 1, "Down", "Polling", None)
+        if down
+        else IbPort("mlx5_5", 1, up.state, up.physical_state, up.rate_gbps)
+    )
+    sim._ib[i] = tuple(changed)
 
 
 def setup_mig(sim: SimulatedCluster) -> None:

@@ -46,12 +46,15 @@ from gputop.core.models import (
     XidEvent,
     new_gpu_sample,
 )
+from gputop.core.parsers.nvlink_errors import NvlinkErrors
+from gputop.core.parsers.smi_counters import SmiCounters
+from gputop.sim.counters import read_counters, setup_counters
 from gputop.sim.gpu_models import GpuModel
 from gputop.sim.gpu_models import gpu_model as lookup_gpu_model
 from gputop.sim.incidents import Incident, describe_incidents, incident_gpu, incident_node_indices
 from gputop.sim.mig_state import GpuMig
 from gputop.sim.mig_tables import MigTable
-from gputop.sim.node_facts import run_smi_on_node, setup_static_node_data, typed_facts
+from gputop.sim.node_facts import flap_ib, run_smi_on_node, setup_static_node_data, typed_facts
 from gputop.sim.scheduler import (
     initial_fill,
     initial_pending,
@@ -139,6 +142,9 @@ class SimulatedCluster:
     _pinned_jobs: list[SimJob]
     _ib: list[tuple[IbPort, ...]]
     _xids: list[tuple[XidEvent, ...]]
+    _counter_facts: list[tuple[SmiCounters, NvlinkErrors]]
+    _counter_nodes: dict[str, int]
+    _next_counter_read_s: float
     _fixups: dict[int, Callable[[list[GpuSample]], list[GpuSample]]]
     _missing_gpu: dict[int, int]
     _mig_sample_fields: dict[tuple[int, int], dict[str, Any]]
@@ -208,6 +214,7 @@ class SimulatedCluster:
         self._update_levels(t0)
         self._settle(t0)
         setup_static_node_data(self)
+        setup_counters(self)
         self.incidents: tuple[Incident, ...] = describe_incidents(self)
 
         self._result: SourceResult | None = None
@@ -464,6 +471,8 @@ class SimulatedCluster:
         """The cluster-wide part of a step: Slurm, job load levels, memory filling up."""
         schedule(self, t)
         self._update_levels(t)
+        read_counters(self, t)
+        flap_ib(self, t)
         if self._ramping:
             done = []
             for g in self._ramping:

@@ -97,6 +97,16 @@ def default_commands(interval_s: float = 1.0, slow_interval_s: float = 60.0) -> 
         once("gpu_list", ("nvidia-smi", "-L"), "nvidia-smi-L", 5 * slow),
         once("topology", ("nvidia-smi", "topo", "-m"), "topo", 5 * slow, 20.0),
         once("nvlink", ("nvidia-smi", "nvlink", "-s"), "nvlink", slow, 20.0),
+        # Counters whose rate of change is the signal (PCIe replays, single-bit ECC, NVLink CRC/replay):
+        # read every slow round, the rate measured between two reads (gputop.core.counter_rates)
+        once("nvlink_errors", ("nvidia-smi", "nvlink", "-e"), "nvlink-errors", slow, 20.0),
+        once(
+            "counters",
+            ("nvidia-smi", "-q", "-d", "PCIE,ECC,TEMPERATURE,PAGE_RETIREMENT,ROW_REMAPPER"),
+            "nvidia-smi-q",
+            slow,
+            20.0,
+        ),
         once("mig_gip", ("nvidia-smi", "mig", "-lgip"), "mig-lgip", 5 * slow),
         once("mig_gipp", ("nvidia-smi", "mig", "-lgipp"), "mig-lgipp", 5 * slow),
         once("mig_gi", ("nvidia-smi", "mig", "-lgi"), "mig-lgi", slow),

@@ -27,6 +27,8 @@ PARSER_MODULES = (
     "gputop.core.parsers.xid",
     "gputop.core.parsers.topo",
     "gputop.core.parsers.nvlink",
+    "gputop.core.parsers.nvlink_errors",
+    "gputop.core.parsers.smi_counters",
     "gputop.core.parsers.ib",
     "gputop.core.parsers.mig",
     "gputop.core.parsers.slurm",
@@ -38,6 +40,8 @@ LAYOUT_MODULES = frozenset(
         "gputop.core.parsers.gpu_list",
         "gputop.core.parsers.topo",
         "gputop.core.parsers.nvlink",
+        "gputop.core.parsers.nvlink_errors",
+        "gputop.core.parsers.smi_counters",
         "gputop.core.parsers.ib",
         "gputop.core.parsers.mig",
     }

@@ -18,7 +18,10 @@ from typing import Final, NamedTuple
 
 from gputop.core.models import GpuSample, NodeSample, XidEvent
 from gputop.core.parsers.nvlink import NvlinkStatus
+from gputop.core.parsers.nvlink_errors import NvlinkErrors
+from gputop.core.parsers.smi_counters import SmiCounters
 from gputop.core.parsers.topo import Topology
+from gputop.sim.counters import nvlink_errors_text, smi_counters_text
 from gputop.sim.fake_fleet import formats
 from gputop.sim.fake_fleet.faults import FLOOD_BYTES, OLD_DRIVER_LACKS, Fault, Faults
 from gputop.sim.fake_fleet.topology import topology_text
@@ -296,6 +299,19 @@ class Responder:
             seen = {g.index for g in view.gpus}
             gpus = status.gpus if isinstance(status, NvlinkStatus) else ()
             return Reply(formats.nvlink_status(g for g in gpus if g.index in seen).encode())
+        if name == "counters":
+            counters = view.sample.facts.counters.value
+            if not isinstance(counters, SmiCounters):
+                return Reply()
+            buses = {g.pci_bus_id for g in view.gpus}
+            shown = SmiCounters(tuple(c for c in counters.gpus if c.pci_bus_id in buses))
+            return Reply(smi_counters_text(shown).encode())
+        if name == "nvlink_errors":
+            errors = view.sample.facts.nvlink_errors.value
+            uuids = {g.index: g.uuid for g in view.gpus}
+            known = errors.gpus if isinstance(errors, NvlinkErrors) else ()
+            model = view.gpus[0].name if view.gpus else "NVIDIA"
+            return Reply(nvlink_errors_text((g for g in known if g.index in uuids), model, uuids).encode())
         if name.startswith("mig_"):
             return self._on_simulator(node, command.argv)
         if name == "ibstat":
