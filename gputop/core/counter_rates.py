@@ -33,8 +33,6 @@ class GpuRates:
     nvlink_errors: int | None = None  # replay and recovery errors that appeared between the two reads
 
 
-NO_RATES = GpuRates()
-
 # node -> GPU index -> its rates (only GPUs with a measured interval)
 NodeRates = Mapping[int, GpuRates]
 

@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
-from gputop.core.parsers.common import NOT_AVAILABLE, BoundedNotes, ParseFailure, ParserInfo
+from gputop.core.parsers.common import NOT_AVAILABLE, ParseFailure, ParserInfo
 from gputop.core.parsers.xid import bus_key
 
 KIND: Final = "nvidia-smi-q"
@@ -55,7 +55,6 @@ class GpuCounters:
 @dataclass(frozen=True, slots=True)
 class SmiCounters:
     gpus: tuple[GpuCounters, ...] = ()
-    notes: tuple[str, ...] = ()
 
     def by_bus_id(self, bus_id: str | None) -> GpuCounters | None:
         if bus_id is None:
@@ -108,7 +107,7 @@ _BOOLEAN_FIELDS: Final = frozenset({"retired_pages_pending"})
 _FLOAT_FIELDS: Final = frozenset({"memory_temp_c", "memory_max_operating_temp_c", "gpu_slowdown_temp_c"})
 
 
-def _gpu(bus_id: str, lines: list[str], notes: list[str]) -> GpuCounters:
+def _gpu(bus_id: str, lines: list[str]) -> GpuCounters:
     values: dict[str, object] = {}
     rollovers = 0
     path: list[tuple[int, str]] = []  # (indent, lowered section name)
@@ -151,15 +150,10 @@ def _gpu(bus_id: str, lines: list[str], notes: list[str]) -> GpuCounters:
     replays = values.get("pcie_replays")
     if isinstance(replays, int) and rollovers:
         values["pcie_replays"] = replays + rollovers * _REPLAY_ROLLOVER
-    try:
-        return GpuCounters(bus_id, **values)  # type: ignore[arg-type]
-    except TypeError as err:  # unreachable with the tables above; said rather than raised
-        notes.append(f"GPU {bus_id}: {err}")
-        return GpuCounters(bus_id)
+    return GpuCounters(bus_id, **values)  # type: ignore[arg-type]  # the keys are _FIELDS' own
 
 
 def parse_smi_counters(text: str) -> SmiCounters | ParseFailure:
-    notes = BoundedNotes()
     blocks: list[tuple[str, list[str]]] = []
     for line in text.splitlines():
         header = _GPU_HEADER.match(line)
@@ -170,8 +164,8 @@ def parse_smi_counters(text: str) -> SmiCounters | ParseFailure:
     if not blocks:
         first = next((line.strip() for line in text.splitlines() if line.strip()), "")
         return ParseFailure(KIND, "no 'GPU <bus id>' sections", first[:200])
-    gpus = tuple(_gpu(bus_id, lines, notes) for bus_id, lines in blocks)
-    return SmiCounters(gpus, tuple(notes))
+    gpus = tuple(_gpu(bus_id, lines) for bus_id, lines in blocks)
+    return SmiCounters(gpus)
 
 
 PARSERS: dict[str, ParserInfo] = {
