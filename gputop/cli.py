@@ -38,7 +38,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="A terminal dashboard for GPU clusters: every GPU on one screen, Slurm and InfiniBand "
         "beside it, and safe actions from the keyboard.",
         epilog="Other commands (each takes --help): gputop check and gputop snapshot --json (one round "
-        "without the UI, for cron and monitoring), gputop parse, gputop fake-fleet, gputop config-example "
+        "without the UI, for cron and monitoring), gputop watch (the auto-drain policy, headless), "
+        "gputop parse, gputop fake-fleet, gputop config-example "
         "(the annotated example config), gputop completion bash|zsh|fish.",
     )
     parser.add_argument("--version", action="version", version=f"gputop {__version__}")
@@ -142,7 +143,15 @@ def _run_app(app: GputopApp) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
-    if words[:1] in (["parse"], ["fake-fleet"], ["check"], ["snapshot"], ["config-example"], ["completion"]):
+    if words[:1] in (
+        ["parse"],
+        ["fake-fleet"],
+        ["check"],
+        ["snapshot"],
+        ["config-example"],
+        ["completion"],
+        ["watch"],
+    ):
         guard_stdout()  # `gputop check --json | head -c 10`: the status it had, and no traceback
     if words[:1] == ["parse"]:  # subcommands beside the dashboard's flags, which stay as they were
         from gputop.parse_command import main as parse_main
@@ -160,6 +169,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from gputop.completion import main as completion_main
 
         return completion_main(words[1:])
+    if words[:1] == ["watch"]:
+        from gputop.headless.watch import main as watch_main
+
+        return watch_main(words[1:])
     if words[:1] in (["check"], ["snapshot"]):
         from gputop.headless.command import main as headless_main
 

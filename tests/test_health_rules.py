@@ -15,7 +15,7 @@ from gputop.core.parsers.query_gpu import throttle_reason_names
 from gputop.core.parsers.xid import parse_xid
 from gputop.core.problem import gpu_verdicts
 from gputop.core.xid_catalog import CATALOG
-from gputop.core.xid_codes import xid_verdict
+from gputop.core.xid_codes import xid74_registers, xid_verdict
 from gputop.sim.simulator import SimulatedCluster
 from tests.factories import facts_of
 from tests.test_core_views import NOW, gpu, node
@@ -252,7 +252,34 @@ def test_nvlink5_xids_take_their_severity_from_the_line() -> None:
     assert xid_verdict(145, line).severity is None  # Nonfatal: informational
     fatal = xid_verdict(145, line.replace("Nonfatal", "Fatal"), node="gpu042", gpu=1)
     assert (fatal.severity, fatal.action) == (Severity.CRIT, "drain gpu042, then reset GPU1")
+    for name in (
+        "kmsg-line-xid149-netir-fatal-gpud-pr1174.txt",
+        "kmsg-line-xid149-netir-link-evt-fatal-gpud-pr1160.txt",
+    ):
+        (event,) = parse_xid((FIXTURES / "kernel-xid" / name).read_text()).events
+        verdict = xid_verdict(event.code, event.message, node="gpu042", gpu=0)
+        assert (event.code, verdict.severity, verdict.action_class) == (149, Severity.CRIT, "reset"), name
+        assert verdict.action == "drain gpu042, then reset GPU0"
+    (saw,) = parse_xid(
+        (FIXTURES / "kernel-xid" / "kmsg-line-xid144-saw-mvb-nonfatal-gpud-pr1160.txt").read_text()
+    ).events
+    assert (saw.code, xid_verdict(saw.code, saw.message).severity) == (144, None)
     assert xid_verdict(146, "146, TLW_RX").severity is Severity.WARN  # neither word: decode it
+
+
+def test_xid_74_keeps_its_register_words() -> None:
+    text = (
+        FIXTURES / "kernel-xid" / "dmesg-line-xid74-nvlink-registers-nvsentinel-design-doc.txt"
+    ).read_text()
+    (event,) = parse_xid(text).events
+    assert event.message.endswith(
+        "NVLink: fatal error detected on link 14(0x0, 0x0, 0x10000, 0x0, 0x0, 0x0, 0x0)"
+    )
+    assert xid74_registers(event.message) == (14, (0, 0, 0x10000, 0, 0, 0, 0))
+    verdict = xid_verdict(74, event.message, node="gpu042", gpu=2)
+    assert verdict.meaning.endswith("on link 14 (0x0, 0x0, 0x10000, 0x0, 0x0, 0x0, 0x0)")
+    assert (verdict.severity, verdict.action_class) == (Severity.CRIT, "reset")
+    assert xid74_registers("74, NVLink Error on GPU 0000:3b:00") is None
 
 
 def test_xid_rules_on_real_kernel_logs() -> None:

@@ -159,6 +159,15 @@ class AuditLog:
             record["error"] = error
         return self._try(record)
 
+    def decision(self, fields: Mapping[str, Any]) -> None:
+        """One decision of the auto-drain policy (acted on or not, and why), or a change to the policy
+        itself (switched on, its breaker reset); raises `AuditError` when it is not on disk whole: then
+        the decision is not acted on."""
+        problem = self.problem()
+        if problem is not None:
+            raise AuditError(problem)
+        self._append({"phase": "decision", **fields})
+
     def _try(self, record: dict[str, Any]) -> str | None:
         try:
             self._append(record)

@@ -257,6 +257,34 @@ class MigConfig:
     step_timeout_s: float = _opt(30.0, lo=0, lo_open=True, hi=3600, unit="seconds")
 
 
+ActionClass = Literal["reset", "reboot", "support", "inspect", "job", "update"]
+WebhookFormat = Literal["json", "alertmanager"]
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyConfig:
+    """The auto-drain policy (gputop.core.drain_policy): `gputop watch` runs it, the dashboard's P key
+    switches it on. Its guardrails are the point: read them before turning dry_run off."""
+
+    # The dashboard starts with the policy on (`gputop watch` always runs it).
+    enabled: bool = False
+    # Decide and record, never act: what it would do goes to the audit log and the webhook.
+    dry_run: bool = True
+    # Problems whose action is of one of these classes drain their node (xid_codes.ACTION_CLASSES).
+    drain_classes: tuple[ActionClass, ...] = _opt(("reset", "reboot", "support"), nonempty=True)
+    # Circuit breaker: past either limit the policy stops acting until a person resets it.
+    max_drains_per_hour: int = _opt(3, lo=1, hi=10_000, unit="nodes")
+    max_partition_pct: float = _opt(10.0, lo=0, lo_open=True, hi=100, unit="percent of a partition's nodes")
+    # Resume the policy's own drains once the node has had no such problem for this long; None: never.
+    resume_after_clear_min: float | None = _opt(None, lo=0, lo_open=True, hi=10_080, unit="minutes")
+    # A JSON POST per decision; None: no webhook.
+    webhook_url: str | None = _opt(None, pattern=r"https?://\S+", pattern_hint="an http:// or https:// URL")
+    webhook_format: WebhookFormat = "json"
+    webhook_timeout_s: float = _opt(5.0, lo=0, lo_open=True, hi=60, unit="seconds")
+    # None: $XDG_STATE_HOME/gputop/policy-<cluster>.json
+    state_file: str | None = _opt(None, nonempty=True)
+
+
 @dataclass(frozen=True, slots=True)
 class Config:
     # May be empty: demo mode needs no cluster, and whoever starts the poller decides whether it must.
@@ -271,6 +299,7 @@ class Config:
     demo: DemoConfig = field(default_factory=DemoConfig)
     mig: MigConfig = field(default_factory=MigConfig)
     alerts: AlertsConfig = field(default_factory=AlertsConfig)
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
     source_name: str = _opt(DEFAULT_SOURCE_NAME, in_yaml=False)  # where it came from, for messages
 
     @staticmethod

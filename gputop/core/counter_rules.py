@@ -18,8 +18,8 @@ from gputop.core.models import NodeSample, Severity
 from gputop.core.parsers.smi_counters import GpuCounters, SmiCounters
 from gputop.core.parsers.xid import bus_key
 
-# severity, GPU index, kind, message, subject, since, action (gputop.core.health's add)
-AddProblem = Callable[[Severity, "int | None", str, str, str, "float | None", str], None]
+# health.assess_node's add: (severity, gpu, kind, message, subject, since_s, action[, action_class])
+AddProblem = Callable[..., None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +87,7 @@ def _wear_problems(name: str, k: int, found: GpuCounters, thresholds: Thresholds
             f"drain {name}, then RMA GPU{k}"
             if crit
             else f"plan an RMA of GPU{k}: at {thresholds.retired_pages_crit} pages DCGM fails it",
+            "support" if crit else "",
         )
     if found.banks_without_spare:
         add(

@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from gputop.core.config import Thresholds
 from gputop.core.counter_rates import GpuRates
 from gputop.core.counter_rules import counter_problems
+from gputop.core.event_history import REDRAIN_WINDOW_S, NodeMemory, cause_words
 from gputop.core.gpu_rules import gpu_problems
 from gputop.core.health_tracker import GpuFlag, instant_flags
 from gputop.core.ib_flaps import PortFlaps
@@ -46,6 +47,7 @@ def assess_node(
     job_of: Callable[[int], str | None] | None = None,
     ib_flaps: Mapping[str, PortFlaps] | None = None,
     rates: Mapping[int, GpuRates] | None = None,
+    memory: NodeMemory | None = None,
 ) -> tuple[Problem, ...]:
     """Every problem on one node, worst first.
 
@@ -65,6 +67,9 @@ def assess_node(
     ``ib_flaps``: the node's IB ports that went down and came back (`gputop.core.ib_flaps`), by label.
 
     ``rates``: the node's GPU counter rates (`gputop.core.counter_rates`), by GPU index.
+
+    ``memory``: what gputop remembers of the node from before (`gputop.core.event_history`): Xid events
+    out of the kernel log's window, and the causes it drained the node for more than once this week.
     """
     found: list[Problem] = []
     name = node.name
@@ -77,8 +82,9 @@ def assess_node(
         subject: str = "",
         since_s: float | None = None,
         action: str = "",
+        action_class: str = "",
     ) -> None:
-        found.append(Problem(severity, name, gpu, kind, message, subject, since_s, action))
+        found.append(Problem(severity, name, gpu, kind, message, subject, since_s, action, action_class))
 
     if node.reachability is not Reachability.OK:
         if node.error:
@@ -108,7 +114,10 @@ def assess_node(
         present = {g.index for g in node.gpus}
         absent = [i for i in range(node.expected_gpu_count or 0) if i not in present][:missing]
         which = ",".join(f"GPU{i}" for i in absent) if absent else f"{missing} GPU(s)"
-        add(Severity.CRIT, absent[0] if len(absent) == 1 else None, "missing", f"{which} missing")
+        # a GPU gone from the bus: a reset cannot reach it, the node needs a reboot
+        action = f"drain {name}, then reboot {name}"
+        at = absent[0] if len(absent) == 1 else None
+        add(Severity.CRIT, at, "missing", f"{which} missing", "", None, action, "reboot")
 
     # GPUs whose NVLink count a comparison with the peers already names: the node's own rule keeps quiet
     nvlink_said = {
@@ -120,7 +129,17 @@ def assess_node(
         counter_problems(node, rates, thresholds, add)
 
     if node.xid_events:
-        xid_problems(node.xid_events, name, thresholds, now_s, add, job_of)
+        past = memory.past_xids if memory is not None else ()
+        xid_problems(node.xid_events, name, thresholds, now_s, add, job_of, past)
+    # drained again for a cause it was drained for before: while it is drained, it needs a person's look
+    if memory is not None and memory.redrains and slurm is not None and "DRAIN" in slurm.flags:
+        for cause, count in memory.redrains:
+            message = f"drained {count}x for {cause_words(cause)} within {REDRAIN_WINDOW_S / 86400:.0f} days"
+            action = (
+                f"inspect {name} before it runs jobs again (dcgmi diag -r 3, the kernel log, the "
+                "hardware): the same cause came back after a drain"
+            )
+            add(Severity.CRIT, None, "redrain", message, cause, None, action, "inspect")
 
     _port_problems(node, thresholds, now_s, ib_flaps or {}, add)
     ib_failures = node.ib_failures

@@ -25,6 +25,9 @@ class Problem:
     # what to do about it, in words an on-call engineer acts on ("drain gpu042, then reset GPU3"); ""
     # where the message says it all
     action: str = ""
+    # the kind of action it calls for (xid_codes.ACTION_CLASSES: "reset", "reboot", "support", ...);
+    # "" where it calls for none the auto-drain policy could take
+    action_class: str = ""
 
     @property
     def sort_key(self) -> tuple[int, str, int]:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from gputop.core.alerts import AlertState
 from gputop.core.config import Thresholds
 from gputop.core.counter_rates import GpuRates, NodeRates
+from gputop.core.event_history import NodeMemory
 from gputop.core.health import Problem, assess_node, idle_problems
 from gputop.core.health_tracker import GpuFlag, HealthFlags
 from gputop.core.heatmap import CellCodes, cell_codes
@@ -64,6 +65,8 @@ class NodeRow:
     ib_flaps: Mapping[str, PortFlaps] | None = field(default=None, compare=False, repr=False)
     # its GPUs' counter rates (gputop.core.counter_rates): the row is rebuilt when they change
     rates: Mapping[int, GpuRates] | None = field(default=None, compare=False, repr=False)
+    # what gputop remembers of it from before (gputop.core.event_history): the row is rebuilt when it changes
+    memory: NodeMemory | None = field(default=None, compare=False, repr=False)
 
     @property
     def idle_gpu_count(self) -> int:
@@ -168,6 +171,7 @@ def node_row(
     jobs: SlurmState | None = None,
     ib_flaps: Mapping[str, PortFlaps] | None = None,
     rates: Mapping[int, GpuRates] | None = None,
+    memory: NodeMemory | None = None,
 ) -> NodeRow:
     """The node's row. ``jobs``: Slurm's state, whose jobs an Xid's action names (only read for a node
     with Xid events)."""
@@ -190,6 +194,7 @@ def node_row(
         job_of=job_of,
         ib_flaps=ib_flaps,
         rates=rates,
+        memory=memory,
     )
     utils: list[float] = []
     temps: list[float] = []
@@ -231,6 +236,7 @@ def node_row(
         flags=flags,
         ib_flaps=ib_flaps,
         rates=rates,
+        memory=memory,
     )
 
 
@@ -245,6 +251,7 @@ def derive_rows(
     health: HealthFlags | None = None,
     ib_flaps: IbFlaps | None = None,
     rates: Mapping[str, NodeRates] | None = None,
+    memory: Mapping[str, NodeMemory] | None = None,
 ) -> dict[str, NodeRow]:
     """Rows for some of the snapshot's nodes, reusing the previous view's row where nothing changed
     (gputop.core.view derives a large cluster a slice at a time). ``idle``: the `IdleTracker`'s state for
@@ -267,6 +274,7 @@ def derive_rows(
         flags = None if health is None else health.get(name, ())
         flapped = ib_flaps.get(name) if ib_flaps else None
         node_rates = rates.get(name) if rates else None
+        remembered = memory.get(name) if memory else None
         # A stale or down node's problem text carries its age, so it is redone every tick; an idle GPU's
         # text carries its idle minutes and is compared (only nodes with idle GPUs pay for it).
         if (
@@ -279,6 +287,7 @@ def derive_rows(
             and old.flags == flags
             and old.ib_flaps == flapped
             and old.rates == node_rates
+            and old.memory is remembered
         ):
             rows[name] = old
         else:
@@ -293,6 +302,7 @@ def derive_rows(
                 jobs=snapshot.slurm,
                 ib_flaps=flapped,
                 rates=node_rates,
+                memory=remembered,
             )
     return rows
 

@@ -18,6 +18,7 @@ from collections.abc import Generator, Iterable
 from gputop.core.alerts import AlertBook, FirstLook
 from gputop.core.config import Thresholds
 from gputop.core.counter_rates import CounterRateTracker
+from gputop.core.event_history import EventHistory
 from gputop.core.health_tracker import HealthTracker
 from gputop.core.heatmap import CellCodes, cell_codes
 from gputop.core.ib_flaps import IbFlapTracker
@@ -57,6 +58,8 @@ class ViewStage:
         self.alert_book = AlertBook()
         self.first_look = FirstLook()
         self.view: ClusterView | None = None
+        # what gputop remembers across restarts; the caller loads it and saves it (None: nothing kept)
+        self.history: EventHistory | None = None
 
     def replay(self, history: Iterable[ClusterSnapshot]) -> None:
         """A source's recent past (the demo's), oldest first, through the trackers that need time."""
@@ -87,6 +90,7 @@ class ViewStage:
         health = self.health_tracker.update(snapshot)
         ib_flaps = self.ib_flap_tracker.update(snapshot)
         rates = self.counter_rate_tracker.update(snapshot)
+        memory = self.history.update(snapshot) if self.history is not None else None
         yield
         rows: dict[str, NodeRow] = {}
         cells: dict[str, CellCodes] = {}
@@ -109,6 +113,7 @@ class ViewStage:
                 health=health,
                 ib_flaps=ib_flaps,
                 rates=rates,
+                memory=memory,
             )
             for node in chunk:
                 row = chunk_rows[node.name]

@@ -29,9 +29,30 @@ class XidVerdict(NamedTuple):
     meaning: str  # what happened, in a few words
     action: str  # what to do about it
     bucket: str  # the catalogue's immediate bucket the verdict follows ("" where it gives none)
+    # what kind of action it calls for (ACTION_CLASSES): what an auto-drain policy matches on
+    action_class: str = ""
 
 
 _CRIT, _WARN = Severity.CRIT, Severity.WARN
+
+# The classes of action a problem can call for; the auto-drain policy (gputop.core.drain_policy) drains
+# on the ones its config names (default: reset, reboot, support).
+ACTION_CLASSES: Final = ("reset", "reboot", "support", "inspect", "job", "update")
+DEFAULT_DRAIN_CLASSES: Final = ("reset", "reboot", "support")
+
+_CLASS_BY_BUCKET: Final[dict[str, str]] = {
+    "RESTART_APP": "job",
+    "CHECK_MECHANICALS": "inspect",
+    "CHECK_UVM": "job",
+    "UPDATE_SWFW": "update",
+    "RESET_GPU": "reset",
+    "RESTART_BM": "reboot",
+    "RESTART_VM": "reboot",
+    "CONTACT_SUPPORT": "support",
+    "WORKFLOW_XID_48": "reset",
+    "WORKFLOW_NVLINK_ERR": "reset",
+    "WORKFLOW_XID_45": "job",
+}
 
 # bucket -> (severity, action); {node} and {gpu} are filled in for the event
 _BY_BUCKET: Final[dict[str, tuple[Severity | None, str]]] = {
@@ -70,16 +91,31 @@ _FATAL = re.compile(r"\bfatal\b", re.IGNORECASE)
 # Xid 154: "GPU recovery action changed from 0x0 (None) to 0x2 (Node Reboot Required)"
 _RECOVERY = re.compile(r"recovery action changed from 0x[0-9a-fA-F]+ \([^)]*\) to 0x([0-9a-fA-F]+)")
 # NVML's nvmlDeviceGpuRecoveryAction_t, which the line's number is
-_RECOVERY_ACTIONS: Final[dict[int, tuple[Severity | None, str]]] = {
-    0: (None, "none: no recovery needed"),
-    1: (_CRIT, "drain {node}, then reset {gpu}"),
-    2: (_CRIT, "drain {node}, then reboot {node}"),
-    3: (_WARN, "drain {node} of jobs that use peer-to-peer traffic"),
-    4: (_CRIT, "drain {node}, then reset {gpu}"),
-    5: (_CRIT, "drain {node}, then recover its IMEX domain"),
-    6: (_CRIT, "drain {node}, then reset {gpu}'s PCIe bus"),
-    7: (_CRIT, "drain {node}, then reboot {node}"),
+_RECOVERY_ACTIONS: Final[dict[int, tuple[Severity | None, str, str]]] = {
+    0: (None, "none: no recovery needed", ""),
+    1: (_CRIT, "drain {node}, then reset {gpu}", "reset"),
+    2: (_CRIT, "drain {node}, then reboot {node}", "reboot"),
+    3: (_WARN, "drain {node} of jobs that use peer-to-peer traffic", "job"),
+    4: (_CRIT, "drain {node}, then reset {gpu}", "reset"),
+    5: (_CRIT, "drain {node}, then recover its IMEX domain", "reset"),
+    6: (_CRIT, "drain {node}, then reset {gpu}'s PCIe bus", "reset"),
+    7: (_CRIT, "drain {node}, then reboot {node}", "reboot"),
 }
+
+
+# Xid 74's seven register words: "NVLink: fatal error detected on link 14(0x0, 0x0, 0x10000, 0x0, ...)"
+_XID74_REGISTERS = re.compile(r"\blink\s+(\d+)\s*\(\s*(0x[0-9a-fA-F]+(?:\s*,\s*0x[0-9a-fA-F]+){6})\s*\)")
+
+
+def xid74_registers(text: str) -> tuple[int, tuple[int, ...]] | None:
+    """The NVLink and the seven register words of an Xid 74 line, which NVIDIA's WORKFLOW_NVLINK_ERR
+    decodes bit by bit; None where the line does not carry them. The event keeps the line whole, so
+    they can be decoded later."""
+    found = _XID74_REGISTERS.search(text)
+    if found is None:
+        return None
+    words = tuple(int(word, 16) for word in found.group(2).split(","))
+    return int(found.group(1)), words
 
 
 def xid_verdict(
@@ -95,24 +131,31 @@ def xid_verdict(
         return XidVerdict(_WARN, f"Xid {code}", action, "")
     meaning = entry.description if entry.description != "Unused" else f"{entry.mnemonic} (unused)"
     bucket = entry.immediate
+    if code == 74 and (registers := xid74_registers(text)) is not None:
+        link, registers_read = registers
+        meaning = f"{meaning} on link {link} ({', '.join(f'0x{w:x}' for w in registers_read)})"
     if code in _NVLINK5:
         if _NONFATAL.search(text):
             return XidVerdict(None, f"{meaning}, non-fatal", "none: informational", bucket)
         if _FATAL.search(text):
-            return XidVerdict(_CRIT, f"{meaning}, fatal", f"drain {node}, then reset {where}", bucket)
+            return XidVerdict(
+                _CRIT, f"{meaning}, fatal", f"drain {node}, then reset {where}", bucket, "reset"
+            )
         return XidVerdict(_WARN, meaning, "decode the line with NVIDIA's Xid 144-150 table", bucket)
     if code == 154:
         found = _RECOVERY.search(text)
         named = _RECOVERY_ACTIONS.get(int(found.group(1), 16)) if found else None
         if named is None:
             return XidVerdict(_WARN, meaning, "do what the line names, with the Xid before it", bucket)
-        severity, words = named
-        return XidVerdict(severity, meaning, words.format(node=node, gpu=where), bucket)
+        severity, words, action_class = named
+        return XidVerdict(severity, meaning, words.format(node=node, gpu=where), bucket, action_class)
     if code in _OWN:
         severity, words = _OWN[code]
-        return XidVerdict(severity, meaning, f"{words.format(node=node, gpu=where)} (gputop's reading)", "")
+        action = f"{words.format(node=node, gpu=where)} (gputop's reading)"
+        return XidVerdict(severity, meaning, action, "", "reset" if severity is _CRIT else "")
     if entry.description == "Unused":
         action = "a driver or GPU older than the catalogue printed it: open a support case if it repeats"
         return XidVerdict(_WARN, meaning, action, bucket)
     severity, words = _BY_BUCKET.get(bucket, (_WARN, "see NVIDIA's Xid catalogue"))
-    return XidVerdict(severity, meaning, words.format(node=node, gpu=where, job=whose), bucket)
+    action = words.format(node=node, gpu=where, job=whose)
+    return XidVerdict(severity, meaning, action, bucket, _CLASS_BY_BUCKET.get(bucket, ""))

@@ -30,11 +30,17 @@ def xid_problems(
     now_s: float,
     add: AddProblem,
     job_of: Callable[[int], str | None] | None = None,
+    past: Sequence[XidEvent] = (),
 ) -> None:
-    """Adds the problems of a node's Xid events through ``add``. ``job_of``: the Slurm job holding a GPU."""
+    """Adds the problems of a node's Xid events through ``add``. ``job_of``: the Slurm job holding a GPU.
+    ``past``: events seen before that the kernel log no longer lists (gputop.core.event_history): they
+    count towards a repeat of an event listed now, and raise nothing alone."""
     groups: dict[tuple[int | None, int], list[XidEvent]] = {}
     for event in events:
         groups.setdefault((event.gpu_index, event.code), []).append(event)
+    earlier: dict[tuple[int | None, int], list[XidEvent]] = {}
+    for event in past:
+        earlier.setdefault((event.gpu_index, event.code), []).append(event)
     window_s = thresholds.xid_repeat_window_min * 60.0
     # a job-class Xid's problem, held back until it is known whether other GPUs of the job had it too
     by_job: dict[tuple[str, int], list[tuple[int, XidVerdict, XidEvent, str]]] = {}
@@ -43,14 +49,15 @@ def xid_problems(
         job = job_of(index) if job_of is not None and index is not None else None
         verdict = xid_verdict(code, latest.message, node=node, gpu=index, job=job)
         where = f"GPU{index} " if index is not None else ""
-        recent = [e for e in found if e.time_s >= now_s - window_s]
+        recent = [e for e in (*earlier.get((index, code), ()), *found) if e.time_s >= now_s - window_s]
         if index is not None and len(recent) >= thresholds.xid_repeat_count:
             minutes = f"{thresholds.xid_repeat_window_min:g} min"
             message = f"{where}Xid {code} x{len(recent)} in {minutes}: {verdict.meaning}"
             action = (
                 f"hardware suspect: drain {node}, run dcgmi diag -r 3 on GPU{index}, then RMA it if it fails"
             )
-            add(Severity.CRIT, index, "xid", message, str(code), min(e.time_s for e in recent), action)
+            since_s = min(e.time_s for e in recent)
+            add(Severity.CRIT, index, "xid", message, str(code), since_s, action, "support")
             continue
         if verdict.severity is None:
             continue  # informational: the event is listed with the node, and raises no problem
@@ -59,15 +66,24 @@ def xid_problems(
         if job is not None and index is not None and verdict.bucket == JOB_BUCKET:
             by_job.setdefault((job, code), []).append((index, verdict, latest, message))
             continue
-        add(verdict.severity, index, "xid", message, str(code), latest.time_s, verdict.action)
+        add(
+            verdict.severity,
+            index,
+            "xid",
+            message,
+            str(code),
+            latest.time_s,
+            verdict.action,
+            verdict.action_class,
+        )
     for (job, code), hits in by_job.items():
         if len(hits) == 1:  # one GPU of the job: the GPU's problem, as held back
             index, verdict, latest, message = hits[0]
-            add(verdict.severity, index, "xid", message, str(code), latest.time_s, verdict.action)
+            add(verdict.severity, index, "xid", message, str(code), latest.time_s, verdict.action, "job")
             continue
         gpus = ",".join(f"GPU{hit[0]}" for hit in sorted(hits, key=lambda hit: hit[0]))
         meaning = hits[0][1].meaning
         message = f"Xid {code} on {gpus} of job {job}: {meaning}"
         action = f"the job, not the GPUs: restart job {job} and look at the application"
         since = min(hit[2].time_s for hit in hits)
-        add(Severity.WARN, None, "xid", message, f"{code}:{job}", since, action)
+        add(Severity.WARN, None, "xid", message, f"{code}:{job}", since, action, "job")

@@ -29,6 +29,7 @@ from gputop.sources.base import Source
 from gputop.tui import terminal_guard, themes
 from gputop.tui.commands import GputopCommands
 from gputop.tui.palette import Palette, PaletteCache
+from gputop.tui.policy_control import PolicyControl
 from gputop.tui.screens.dashboard import DashboardScreen
 from gputop.tui.stopping import Stopping
 from gputop.tui.strips import patch_strip_divide, patch_strip_render
@@ -114,6 +115,8 @@ class GputopApp(App[None]):
         self.scales: dict[Metric, HeatScale] = self.poller.stage.scales
         self.actor: Actor | None = None if self.read_only else actor_for(settings.sources)
         self.stopping = Stopping(self)
+        self.policy = PolicyControl(self)
+        self.poller.stage.history = self.policy.history
 
     # -- themes -----------------------------------------------------------------------------------------
     def get_theme_variable_defaults(self) -> dict[str, str]:
@@ -187,6 +190,7 @@ class GputopApp(App[None]):
         self.stopping.watch()
         if not self.read_only:
             self._warn_of_unfinished_actions()
+        self.policy.start()
         # One long-lived worker; exit_on_error=False so a poller bug shows up as an error, not a dead app.
         self.run_worker(self.poller.run(), name="poller", exit_on_error=False, group="poller")
         self.call_after_refresh(self._preload_screens)
@@ -224,6 +228,7 @@ class GputopApp(App[None]):
                     apply(message.view)
         self._announce_source_problems(message.view)
         self._announce_new_crit(message.view)
+        self.policy.on_view(message.view)
         if not self._gc_frozen and self.settings.freeze_gc:
             self._gc_frozen = True
             self.call_after_refresh(self._freeze_gc)
@@ -316,6 +321,7 @@ class GputopApp(App[None]):
             read_only=self.read_only,
             age_warn_s=self.settings.config.ui.refresh_age_warn_s,
             host_keys_unverified=self.settings.host_keys_unverified,
+            policy_badge=lambda: self.policy.badge,
         )
 
     def set_metric(self, metric: Metric) -> None:
@@ -438,8 +444,12 @@ class GputopApp(App[None]):
             )
         )
 
+    def on_unmount(self) -> None:
+        self.policy.close()
+
     def _node_action_done(self, outcome: ActionOutcome) -> None:
         plan = outcome.plan
+        self.policy.note_dialog_drain(outcome, self.view)
         if outcome.ok:
             dashboard = self._dashboard()
             if dashboard is not None:

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 
 class DashboardScreen(GputopScreen):
-    ACTING = frozenset({"mark", "mark_shown", "drain", "resume"})
+    ACTING = frozenset({"mark", "mark_shown", "drain", "resume", "toggle_policy", "reset_breaker"})
     BINDINGS = [
         Binding("slash", "start_filter", "Filter"),
         Binding("escape", "clear_filter", "Clear filter", show=False),
@@ -36,6 +36,8 @@ class DashboardScreen(GputopScreen):
         Binding("asterisk", "mark_shown", "Mark all shown", show=False),
         Binding("d", "drain", "Drain"),
         Binding("R", "resume", "Resume", show=False),
+        Binding("P", "toggle_policy", "Auto-drain policy on/off", show=False),
+        Binding("B", "reset_breaker", "Reset the policy's circuit breaker", show=False),
         Binding("J", "queue", "Jobs"),
         Binding("A", "alerts", "Alerts"),
     ]
@@ -128,6 +130,20 @@ class DashboardScreen(GputopScreen):
 
     def action_resume(self) -> None:
         self.gputop.open_node_action("resume", self._targets())
+
+    def action_toggle_policy(self) -> None:
+        self.gputop.policy.switch()
+        self.refresh_header()
+
+    def action_reset_breaker(self) -> None:
+        import getpass
+
+        self.gputop.policy.reset_breaker(getpass.getuser())
+        self.refresh_header()
+
+    def refresh_header(self) -> None:
+        for header in self.query(StatusHeader):
+            header.refresh()
 
     def clear_marks(self) -> None:
         self.query_one(NodeTable).set_marked(frozenset())

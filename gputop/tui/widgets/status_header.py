@@ -29,6 +29,7 @@ class StatusHeader(Widget):
         read_only: bool,
         age_warn_s: float,
         host_keys_unverified: bool = False,
+        policy_badge: Callable[[], str | None] = lambda: None,
         **kwargs: object,
     ) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
@@ -37,6 +38,7 @@ class StatusHeader(Widget):
         self.read_only = read_only
         self.age_warn_s = age_warn_s
         self.host_keys_unverified = host_keys_unverified
+        self.policy_badge = policy_badge  # the auto-drain policy's state, None while it is off
         self._view: ClusterView | None = None
         self._palettes = PaletteCache()
 
@@ -60,6 +62,11 @@ class StatusHeader(Widget):
             text.append(" ")
         if self.host_keys_unverified:
             text.append(" HOST KEYS NOT VERIFIED ", palette.severity_badge[Severity.CRIT])
+            text.append(" ")
+        policy = self.policy_badge()
+        if policy is not None:
+            style = palette.severity_badge[Severity.CRIT if "BREAKER" in policy else Severity.WARN]
+            text.append(f" {policy} ", style)
             text.append(" ")
         view = self._view
         if view is None:
