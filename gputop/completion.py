@@ -69,6 +69,7 @@ def commands() -> list[Command]:
     from gputop.cli import build_parser
     from gputop.core.parsers.registry import registry
     from gputop.headless.command import build_parser as headless_parser
+    from gputop.headless.watch import build_parser as watch_parser
     from gputop.sim.fake_fleet.cli import build_parser as fleet_parser
     from gputop.sim.gpu_models import GPU_MODELS
 
@@ -77,6 +78,7 @@ def commands() -> list[Command]:
         ("", build_parser),
         ("check", lambda: headless_parser("check")),
         ("snapshot", lambda: headless_parser("snapshot")),
+        ("watch", watch_parser),
         ("fake-fleet", fleet_parser),
     ]
     found = [_command(name, build(), extra) for name, build in builders]

@@ -175,8 +175,16 @@ def every_intent_has_an_outcome(tmp_path: Path) -> None:
     assert intents == outcomes
 
 
+@pytest.mark.parametrize(
+    ("limits", "tripped"),
+    [
+        ("  max_partition_pct: 50\n  max_drains_per_hour: 10\n", "would make 3 of partition"),
+        ("  max_partition_pct: 100\n  max_drains_per_hour: 2\n", "2 drains in the last hour, the limit is 2"),
+    ],
+    ids=["partition-limit", "hourly-limit"],
+)
 async def test_the_policy_drains_within_its_limits_and_leaves_other_drains_alone(
-    slurm: RealSlurm, tmp_path: Path
+    slurm: RealSlurm, tmp_path: Path, limits: str, tripped: str
 ) -> None:
     nodes = slurm.nodes
     async with (
@@ -187,8 +195,7 @@ async def test_the_policy_drains_within_its_limits_and_leaves_other_drains_alone
             fleet.faults.set(player, Fault.FALLEN_OFF_BUS)
         # someone's drain, before gputop: its node has the fault too
         slurm.run(["scontrol", "update", f"NodeName={nodes[3]}", "State=DRAIN", "Reason=fan swap, ticket 88"])
-        limits = "  dry_run: false\n  max_partition_pct: 50\n  max_drains_per_hour: 10\n"
-        policy = f"{limits}  webhook_url: {hook.url}\n"
+        policy = f"  dry_run: false\n{limits}  webhook_url: {hook.url}\n"
         config = write_config(tmp_path, fleet, slurm, policy)
         watch = await start_watch(config, tmp_path, slurm)
         try:
@@ -225,7 +232,7 @@ async def test_the_policy_drains_within_its_limits_and_leaves_other_drains_alone
     assert drain["outcome"]["result"] == "done" and drain["cluster"] == "real"
     state = json.loads((tmp_path / "policy.json").read_text())
     assert sorted(d["node"] for d in state["own_drains"]) == drained
-    assert "would make 3 of partition" in state["breaker"]["why"]
+    assert tripped in state["breaker"]["why"]
 
     # a person resets the breaker; no policy runs, so it is reset in the file, and recorded
     reset = await asyncio.create_subprocess_exec(
