@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import dataclasses
 import getpass
+import logging
 import os
 import signal
 import sys
@@ -65,8 +66,19 @@ def say(text: str) -> None:
     print(f"{stamp} {safe_line(text, 2000)}", flush=True)
 
 
+class _SafeLines(logging.Formatter):
+    """The sources' warnings (a Slurm form refused, a node's error) as the decisions' lines: stamped, on
+    stdout, one line each, made safe: they quote what Slurm and the nodes printed."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return safe_line(super().format(record), 2000)
+
+
 def main(argv: Sequence[str]) -> int:
     args = build_parser().parse_args(argv)
+    handler = logging.StreamHandler(sys.stdout)
+    handler.setFormatter(_SafeLines("%(asctime)s %(message)s", "%Y-%m-%d %H:%M:%S"))
+    logging.basicConfig(level=logging.WARNING, handlers=[handler])
     try:
         target = choose_target(args)
     except CannotCheck as err:
@@ -94,9 +106,12 @@ def main(argv: Sequence[str]) -> int:
     if problem is not None:
         print(safe_line(f"gputop watch: {problem}"), file=sys.stderr)
         return 2
-    keeper = HistoryKeeper(history_path(target.cluster_name, os.environ, demo=target.is_demo), history, say)
-    keeper.load()
-    return asyncio.run(_watch(target, runner, keeper))
+    # the demo's past is simulated afresh at each start: its history stays in memory
+    keeper = None
+    if not target.is_demo:
+        keeper = HistoryKeeper(history_path(target.cluster_name, os.environ), history, say)
+        keeper.load()
+    return asyncio.run(_watch(target, runner, history, keeper))
 
 
 def _reset_breaker(runner: PolicyRunner) -> int:
@@ -129,7 +144,9 @@ def _user() -> str:
         return str(os.getuid())
 
 
-async def _watch(target: Target, runner: PolicyRunner, keeper: HistoryKeeper) -> int:
+async def _watch(
+    target: Target, runner: PolicyRunner, history: EventHistory, keeper: HistoryKeeper | None
+) -> int:
     loop = asyncio.get_running_loop()
     main_task = asyncio.current_task()
     stopped_by: list[int] = []
@@ -158,7 +175,7 @@ async def _watch(target: Target, runner: PolicyRunner, keeper: HistoryKeeper) ->
         on_view=on_view,
         is_demo=target.is_demo,
     )
-    poller.stage.history = keeper.history
+    poller.stage.history = history
     policy = runner.policy.config
     mode = "dry run: deciding and recording, not acting" if policy.dry_run else "acting"
     say(
@@ -183,7 +200,8 @@ async def _watch(target: Target, runner: PolicyRunner, keeper: HistoryKeeper) ->
             view = await latest.get()
             now_s = target.clock.now()
             await runner.step(view, now_s)
-            keeper.maybe_save(now_s)
+            if keeper is not None:
+                keeper.maybe_save(now_s)
     except asyncio.CancelledError:
         if not stopped_by:
             raise
@@ -196,7 +214,8 @@ async def _watch(target: Target, runner: PolicyRunner, keeper: HistoryKeeper) ->
         with contextlib.suppress(BaseException):
             await asyncio.wait_for(polling, 2.0)
         await runner.close()
-        keeper.maybe_save(target.clock.now(), force=True)
+        if keeper is not None:
+            keeper.maybe_save(target.clock.now(), force=True)
         with contextlib.suppress(AuditError):
             runner.audit.decision({"action": "policy", "decision": "stopped"})
     name = signal.Signals(stopped_by[0]).name
