@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 
 from gputop.clock import Clock
 from gputop.core.alerts import AlertBook
-from gputop.core.config import PollConfig, Thresholds
+from gputop.core.config import HistoryConfig, PollConfig, Thresholds
 from gputop.core.health import format_age
 from gputop.core.metrics import Metric
 from gputop.core.models import (
@@ -50,7 +50,9 @@ class Poller:
         on_view: ViewCallback,
         is_demo: bool = False,
         judge_at_once: bool = False,
+        history: HistoryConfig | None = None,
     ) -> None:
+        """history: keep every GPU's readings for charts (the dashboard); None: keep none."""
         self.cluster = cluster
         self.sources = list(sources)
         self.clock = clock
@@ -58,7 +60,9 @@ class Poller:
         self.thresholds = thresholds
         self.on_view = on_view
         self.is_demo = is_demo
-        self.stage = ViewStage(thresholds, interval_s=poll.interval_s, judge_at_once=judge_at_once)
+        self.stage = ViewStage(
+            thresholds, interval_s=poll.interval_s, judge_at_once=judge_at_once, history=history
+        )
         self.last_tick_cpu_s: float = 0.0
         self._last_results: dict[str, SourceResult] = {}
         self._source_errors: dict[str, str] = {}

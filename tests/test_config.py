@@ -228,8 +228,8 @@ def test_unknown_top_level_key_with_hint() -> None:
     message = only_error("pol:\n  interval_s: 2\n")
     assert message == (
         "cfg.yaml:1: pol: unknown key; did you mean 'poll'? "
-        "(allowed: alerts, audit_log, clusters, default_cluster, demo, mig, policy, poll, read_only, "
-        "thresholds, ui)"
+        "(allowed: alerts, audit_log, clusters, default_cluster, demo, history, mig, policy, poll, "
+        "read_only, thresholds, ui)"
     )
 
 

@@ -217,7 +217,8 @@ async def test_sort_keys_and_header_click() -> None:
         assert table.order[:3] == ["gpu001", "gpu002", "gpu003"]
         await pilot.press("S")
         assert table.order[0] == "gpu032"
-        x = sum(width + 1 for column, width in table._layout(table.size.width)[:5])
+        # the header cell of the sixth column: past the Util 5m trend
+        x = sum(width + 1 for column, width in table._layout(table.size.width)[:6])
         await pilot.click(NodeTable, offset=(x + 1, 0))
         assert table.sort_column == "temp"
         assert table.order[0] == incident_node(app, "hot_gpu")

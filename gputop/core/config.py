@@ -257,6 +257,15 @@ class MigConfig:
     step_timeout_s: float = _opt(30.0, lo=0, lo_open=True, hi=3600, unit="seconds")
 
 
+@dataclass(frozen=True, slots=True)
+class HistoryConfig:
+    """What the dashboard remembers of every GPU (gputop.core.history_store): every tick for the last
+    fine_minutes, then per-minute mean and max for the last coarse_hours."""
+
+    fine_minutes: float = _opt(15.0, lo=1, hi=240, unit="minutes")
+    coarse_hours: float = _opt(24.0, lo=1, hi=24 * 14, unit="hours")
+
+
 ActionClass = Literal["reset", "reboot", "support", "inspect", "job", "update"]
 WebhookFormat = Literal["json", "alertmanager"]
 
@@ -300,6 +309,7 @@ class Config:
     mig: MigConfig = field(default_factory=MigConfig)
     alerts: AlertsConfig = field(default_factory=AlertsConfig)
     policy: PolicyConfig = field(default_factory=PolicyConfig)
+    history: HistoryConfig = field(default_factory=HistoryConfig)
     source_name: str = _opt(DEFAULT_SOURCE_NAME, in_yaml=False)  # where it came from, for messages
 
     @staticmethod

@@ -9,8 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from gputop.core.alerts import AlertState
+
+if TYPE_CHECKING:
+    from gputop.core.history_store import HistoryStore
 from gputop.core.config import Thresholds
 from gputop.core.counter_rates import GpuRates, NodeRates
 from gputop.core.event_history import NodeMemory
@@ -122,6 +126,9 @@ class ClusterView:
     interconnect: FleetInterconnect | None = None
     # every current problem as an alert, with since when and what the user did (gputop.core.alerts)
     alerts: AlertState | None = None
+    # every GPU's recent readings (gputop.core.history_store), where the stage keeps them; the store
+    # goes on filling after this view: read it for "up to now", not for this view's instant
+    history: HistoryStore | None = field(default=None, compare=False, repr=False)
     # `cells_for`'s other metrics, worked out on first ask
     _more_cells: dict[Metric, Mapping[str, CellCodes]] = field(
         default_factory=dict, compare=False, repr=False

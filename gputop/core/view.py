@@ -16,11 +16,12 @@ from __future__ import annotations
 from collections.abc import Generator, Iterable
 
 from gputop.core.alerts import AlertBook, FirstLook
-from gputop.core.config import Thresholds
+from gputop.core.config import HistoryConfig, Thresholds
 from gputop.core.counter_rates import CounterRateTracker
 from gputop.core.event_history import EventHistory
 from gputop.core.health_tracker import HealthTracker
 from gputop.core.heatmap import CellCodes, cell_codes
+from gputop.core.history_store import HistoryStore
 from gputop.core.ib_flaps import IbFlapTracker
 from gputop.core.idle import IdleTracker
 from gputop.core.interconnect_deviations import InterconnectTracker
@@ -37,11 +38,19 @@ MIN_IDLE_STEP_S = 60.0
 
 
 class ViewStage:
-    def __init__(self, thresholds: Thresholds, *, interval_s: float, judge_at_once: bool = False) -> None:
+    def __init__(
+        self,
+        thresholds: Thresholds,
+        *,
+        interval_s: float,
+        judge_at_once: bool = False,
+        history: HistoryConfig | None = None,
+    ) -> None:
         """interval_s: the poll interval (a late tick counts as at most two of idleness). judge_at_once: a
         reading over its threshold counts at once, without waiting thresholds.temp_sustain_s (one round
         of `gputop check` has no past to wait on)."""
         self.thresholds = thresholds
+        self.interval_s = interval_s
         self.scales = heat_scales(thresholds.temp_warn_c, thresholds.mem_warn_pct, thresholds.power_warn_pct)
         self.cell_metric = Metric.UTIL  # the metric whose map cells each view carries; the UI switches it
         self.idle_tracker = IdleTracker(
@@ -60,14 +69,27 @@ class ViewStage:
         self.view: ClusterView | None = None
         # what gputop remembers across restarts; the caller loads it and saves it (None: nothing kept)
         self.history: EventHistory | None = None
+        # every GPU's recent readings, for charts and sparklines (None: a round without a past)
+        self.history_store: HistoryStore | None = (
+            HistoryStore(
+                interval_s=interval_s, fine_minutes=history.fine_minutes, coarse_hours=history.coarse_hours
+            )
+            if history is not None
+            else None
+        )
 
     def replay(self, history: Iterable[ClusterSnapshot]) -> None:
         """A source's recent past (the demo's), oldest first, through the trackers that need time."""
+        last_s: float | None = None
         for snapshot in history:
             self.idle_tracker.update(snapshot)
             self.health_tracker.update(snapshot)
             self.ib_flap_tracker.update(snapshot)
             self.counter_rate_tracker.update(snapshot)
+            if self.history_store is not None:
+                span_s = snapshot.taken_at_s - last_s if last_s is not None else self.interval_s
+                self.history_store.append(snapshot.taken_at_s, snapshot.nodes, {}, span_s)
+            last_s = snapshot.taken_at_s
 
     def derive(self, snapshot: ClusterSnapshot, source_errors: tuple[str, ...] = ()) -> ClusterView:
         """The next view, all at once."""
@@ -125,6 +147,9 @@ class ViewStage:
             yield
         jobs = job_rows(snapshot, idle, previous.jobs if previous is not None else None)
         yield
+        if self.history_store is not None:
+            self.history_store.append(snapshot.taken_at_s, snapshot.nodes, rows, self.interval_s)
+            yield
         now_s = snapshot.taken_at_s
         settling = self.first_look.settling(snapshot.nodes, now_s)
         alerts = self.alert_book.update((p for row in rows.values() for p in row.problems), now_s, settling)
@@ -140,6 +165,7 @@ class ViewStage:
             source_errors=source_errors,
             interconnect=interconnect,
             alerts=alerts,
+            history=self.history_store,
         )
         self.view = view
         return view

@@ -14,6 +14,10 @@ if TYPE_CHECKING:
     from gputop.sim.simulator import SimulatedCluster
 
 HISTORY_STEP_S = 60.0  # a look a minute tells a GPU idle for minutes (the idle tracker counts 60 s whole)
+# The last minutes are replayed twice as densely: the node table's 5-minute trend has a character per
+# 37.5 s, and a minute between looks would leave every other one blank, as if the data had a gap.
+HISTORY_TAIL_S = 300.0
+HISTORY_TAIL_STEP_S = 30.0
 
 
 class SimulatorSource:
@@ -56,7 +60,8 @@ class SimulatorSource:
         history: list[tuple[float, SourceResult]] = []
         t = cluster.start_time_s
         while t < end_s:
-            t = min(end_s, t + self._history_step_s)
+            step_s = HISTORY_TAIL_STEP_S if end_s - t <= HISTORY_TAIL_S else self._history_step_s
+            t = min(end_s, t + min(step_s, self._history_step_s))
             cluster.advance_to(t)
             history.append((cluster.now_s, cluster.result()))
         return history

@@ -109,6 +109,7 @@ class GputopApp(App[None]):
             thresholds=settings.config.thresholds,
             on_view=self._on_poller_view,
             is_demo=settings.is_demo,
+            history=settings.config.history,
         )
         self.poller.cell_metric = self.metric
         # the view stage's heat scales: the map colours what the core coded, on the same scale

@@ -17,6 +17,7 @@ from gputop.core.summary import ClusterView
 from gputop.tui.messages import NodeOpened, NodeSelected
 from gputop.tui.screens.base import GputopScreen
 from gputop.tui.widgets.cluster_map import ClusterMap
+from gputop.tui.widgets.cluster_strip import ClusterStrip
 from gputop.tui.widgets.footer import GputopFooter
 from gputop.tui.widgets.node_table import NodeTable
 from gputop.tui.widgets.status_header import StatusHeader
@@ -38,6 +39,8 @@ class DashboardScreen(GputopScreen):
         Binding("R", "resume", "Resume", show=False),
         Binding("P", "toggle_policy", "Auto-drain policy on/off", show=False),
         Binding("B", "reset_breaker", "Reset the policy's circuit breaker", show=False),
+        Binding("H", "toggle_strip", "Cluster strip: the last hour", show=False),
+        Binding("E", "export_table", "Export the table to CSV", show=False),
         Binding("J", "queue", "Jobs"),
         Binding("A", "alerts", "Alerts"),
     ]
@@ -61,6 +64,7 @@ class DashboardScreen(GputopScreen):
     def compose(self) -> ComposeResult:
         app = self.gputop
         yield app.status_header()
+        yield ClusterStrip(id="strip")
         yield ClusterMap(metric=app.metric, scales=app.scales, id="map")
         with Vertical(id="filter-bar"):
             yield Input(
@@ -86,6 +90,7 @@ class DashboardScreen(GputopScreen):
         self.query_one(ClusterMap).apply_view(view)
         self._map_follows_table()
         self.query_one(StatusHeader).apply_view(view)
+        self.query_one(ClusterStrip).apply_view(view)
         self._show_count()
 
     def _map_follows_table(self) -> None:
@@ -140,6 +145,32 @@ class DashboardScreen(GputopScreen):
 
         self.gputop.policy.reset_breaker(getpass.getuser())
         self.refresh_header()
+
+    def action_toggle_strip(self) -> None:
+        if self.query_one(ClusterStrip).toggle() and self.gputop.view is not None:
+            self.query_one(ClusterStrip).apply_view(self.gputop.view)
+
+    def action_export_table(self) -> None:
+        """The table as shown (filter and order) to a CSV file in the current directory."""
+        import os
+        import time
+
+        from gputop.core.table_export import table_csv
+
+        view = self.gputop.view
+        if view is None:
+            return
+        table = self.query_one(NodeTable)
+        rows = [view.rows[key] for key in table.order if key in view.rows]
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        name = f"gputop-{view.snapshot.cluster}-{stamp}.csv".replace(os.sep, "_")
+        try:
+            with open(name, "x", encoding="utf-8", newline="") as out:
+                out.write(table_csv(rows))
+        except OSError as err:
+            self.app.notify(f"table not exported: {name}: {err.strerror or err}", severity="error")
+            return
+        self.app.notify(f"{len(rows)} rows written to {os.path.abspath(name)}", timeout=8)
 
     def refresh_header(self) -> None:
         for header in self.query(StatusHeader):

@@ -4,7 +4,8 @@ NICs connect. From here GPUs are marked, repartitioned and have their MIG mode c
 from __future__ import annotations
 
 import operator
-from collections.abc import Mapping
+import time
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -14,6 +15,7 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Static
 
+from gputop.core.event_history import EventHistory
 from gputop.core.health import format_age
 from gputop.core.models import GpuSample, NodeSample, Severity, SlurmState
 from gputop.core.parsers.query_gpu import throttling_reasons
@@ -27,6 +29,7 @@ from gputop.tui.screens.mig_action import MigActionScreen
 from gputop.tui.screens.mig_dialog import MigRepartitionScreen
 from gputop.tui.screens.mig_mode_dialog import MigModeScreen
 from gputop.tui.widgets.footer import GputopFooter
+from gputop.tui.widgets.history_chart import ChartEvent, HistoryChart
 from gputop.tui.widgets.mig_pane import MigPane
 from gputop.tui.widgets.status_header import StatusHeader
 from gputop.tui.widgets.topology_pane import TopologyPane
@@ -118,6 +121,21 @@ def gpu_cells(
     }
 
 
+def chart_events(
+    node: NodeSample, problems: Sequence[Problem], history: EventHistory | None
+) -> list[ChartEvent]:
+    """What the chart marks on its time axis: the node's Xid events, its problems' starts, and the
+    drains gputop made of it, oldest first."""
+    found = [
+        ChartEvent(e.time_s, f"Xid {e.code}" + (f" GPU{e.gpu_index}" if e.gpu_index is not None else ""))
+        for e in node.xid_events
+    ]
+    found += [ChartEvent(p.since_s, p.message) for p in problems if p.since_s is not None and p.kind != "xid"]
+    if history is not None:
+        found += [ChartEvent(d.time_s, f"drained by gputop ({d.by})") for d in history.drains(node.name)]
+    return sorted(found, key=lambda e: e.time_s)
+
+
 class NodeScreen(GputopScreen):
     ACTING = frozenset({"drain", "resume", "mark_gpu", "mig_layout", "mig_mode"})
     BINDINGS = [
@@ -132,7 +150,34 @@ class NodeScreen(GputopScreen):
         # The pane's own keys (up/down/j/k pick the GPU whose row, nearest NIC and NVLink peers it marks)
         # work while it has the focus; the GPU table's cursor picks the same GPU.
         Binding("i", "toggle_topology", "Topology: select a GPU (\u2191\u2193)"),
+        Binding("c", "chart_metric", "Chart: next metric"),
+        Binding("w", "chart_window", "Chart: 5 min / 1 h / 24 h"),
     ]
+
+    def action_chart_metric(self) -> None:
+        self.query_one(HistoryChart).next_metric()
+        self._draw_chart()
+
+    def action_chart_window(self) -> None:
+        self.query_one(HistoryChart).next_window()
+        self._draw_chart()
+
+    def _draw_chart(self) -> None:
+        """The chart as of the latest tick: it moves every tick, whether or not the node's row did."""
+        view = self.gputop.view
+        node = view.snapshot.node(self.node_name) if view is not None else None
+        if view is None or node is None:
+            return
+        row = view.rows.get(self.node_name)
+        events = chart_events(node, row.problems if row is not None else (), self.gputop.policy.history)
+        chart = self.query_one(HistoryChart)
+        chart.show(view.history, node, view.snapshot.taken_at_s, events)
+        legend = "; ".join(
+            f"{time.strftime('%H:%M', time.localtime(e.time_s))} {e.label}"
+            for e in events
+            if e.time_s >= view.snapshot.taken_at_s - chart.window[0]
+        )
+        self.query_one("#chart-events", Static).update(safe_line(f"events: {legend}" if legend else ""))
 
     def action_drain(self) -> None:
         self.app.open_node_action("drain", [self.node_name])  # type: ignore[attr-defined]
@@ -229,6 +274,8 @@ class NodeScreen(GputopScreen):
             table.add_column(label, key=key)
         yield table
         with VerticalScroll(id="details"):
+            yield HistoryChart(app.settings.config.thresholds, id="chart")
+            yield Static("", id="chart-events", markup=False)
             yield Static("", id="details-text", markup=False)
             yield MigPane(id="mig")
             yield TopologyPane(id="topology")
@@ -255,10 +302,13 @@ class NodeScreen(GputopScreen):
             self.set_focus(self.query_one("#gpus", DataTable))
         else:
             self.set_focus(pane)
+            pane.scroll_visible(animate=False)  # below the chart: brought into view to be used
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         if event.row_key.value is not None:
             self.query_one(TopologyPane).select_gpu(int(event.row_key.value))
+            self.query_one(HistoryChart).select(int(event.row_key.value))
+            self._draw_chart()
 
     def on_topology_pane_gpu_selected(self, event: TopologyPane.GpuSelected) -> None:
         table: DataTable[Text | str] = self.query_one("#gpus", DataTable)
@@ -282,6 +332,7 @@ class NodeScreen(GputopScreen):
         if not self.is_mounted:
             return  # a tick that lands between push and compose: on_mount shows the newest view
         self.query_one(StatusHeader).apply_view(view)
+        self._draw_chart()
         node = view.snapshot.node(self.node_name)
         row = view.rows.get(self.node_name)
         # The row is the same object while the node's sample, Slurm entry and problems are: nothing on

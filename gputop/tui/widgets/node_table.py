@@ -9,6 +9,7 @@ from typing import Any, ClassVar
 from textual.binding import BindingType
 
 from gputop.core.filter import NodeFilter
+from gputop.core.history_store import Trends, sparkline
 from gputop.core.models import Reachability, Severity
 from gputop.core.nodeset import natural_key
 from gputop.core.problem import kind_severity
@@ -52,6 +53,16 @@ def _slurm_cell(row: NodeRow, _context: object) -> Cell:
     return state, kind_severity(row.problems, "slurm")
 
 
+TREND_WINDOW_S = 300.0  # the utilization trend's window: 5 minutes
+TREND_BINS = 8  # one character each
+
+
+def _trend_cell(row: NodeRow, trends: object) -> Cell:
+    """The node's mean utilization over the last 5 minutes, oldest left; a gap (no data) is blank."""
+    values = trends.of(row.name) if isinstance(trends, Trends) else None
+    return (sparkline(values, 0.0, 100.0) if values is not None else ""), None
+
+
 def _problem_cell(row: NodeRow, _context: object) -> Cell:
     return row.worst_problem, row.severity if row.problems else None
 
@@ -86,6 +97,7 @@ COLUMNS: tuple[Column, ...] = (
         lambda r, t: (fmt.pct(r.util_max_pct), None),
         measured=True,
     ),
+    Column("trend", "Util 5m", 8, False, _known(lambda r: r.util_mean_pct), _trend_cell, measured=True),
     Column("temp", "Temp", 5, True, _known(lambda r: r.temp_max_c), _temp_cell, measured=True),
     Column("mem", "Memory", 10, True, _known(lambda r: r.mem_pct), _mem_cell, measured=True),
     Column(
@@ -110,7 +122,7 @@ COLUMNS: tuple[Column, ...] = (
 )
 COLUMN_BY_KEY = {c.key: c for c in COLUMNS}
 # On a narrow terminal these go first, so the problem column keeps room to say what is wrong.
-DROP_ORDER = ("util_max", "power", "gpus", "state", "slurm", "mem")
+DROP_ORDER = ("trend", "util_max", "power", "gpus", "state", "slurm", "mem")
 # What is wrong matters most on a narrow terminal: the state (the map shows it) and the rest give way.
 PROBLEM_MIN_WIDTH = 34
 # Columns whose natural order is "worst first" when first chosen.
@@ -137,6 +149,11 @@ class NodeTable(VirtualTable):
 
     def apply_view(self, view: ClusterView) -> None:
         self._view = view
+        store = view.history
+        if store is not None and (
+            not isinstance(self.cell_context, Trends) or self.cell_context.store is not store
+        ):
+            self.cell_context = Trends(store, "util_pct", TREND_WINDOW_S, TREND_BINS)
         self.set_rows(view.rows)
 
     def set_filter(self, node_filter: NodeFilter | None) -> None:
