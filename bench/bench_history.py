@@ -31,7 +31,7 @@ from gputop.core.view import ViewStage
 from gputop.sim.simulator import SimulatedCluster
 
 T0 = 1_800_000_000.0
-FORMATS = {"ms": "{:.2f} ms", "MB": "{:.0f} MB", "ticks": "{:.0f}"}
+FORMATS = {"ms": "{:.2f} ms", "MB": "{:.0f} MB", "ticks": "{:.0f}", "B": "{:.3f} B"}
 
 
 def rss_mb() -> float:
@@ -109,13 +109,49 @@ def main() -> int:
             runs.append((time.perf_counter() - started) * 1000)
         chart_ms[label] = statistics.median(runs)
 
+    # the recorder: each tick's frame, its CPU and its bytes; then the replay's decoding of them
+    from gputop.core.record_tick import TickPlayer, TickRecorder
+    from gputop.core.recording import frame, read_frames
+
+    record_stage = ViewStage(Thresholds(), interval_s=1.0)
+    recorder = TickRecorder()
+    frames: list[bytes] = []
+    record_s: list[float] = []
+    for tick in range(60):
+        now_s = T0 + 10_000 + tick
+        cluster.advance_to(now_s)
+        result = cluster.result()
+        view = record_stage.derive(ClusterSnapshot.build("bench", now_s, result.nodes, result.slurm))
+        started = time.thread_time()
+        frames.append(frame(*recorder.frame(view)))
+        record_s.append(time.thread_time() - started)
+    samples = sum(len(n.gpus) for n in result.nodes) * 5
+    bytes_per_sample = sum(len(f) for f in frames[1:]) / (len(frames) - 1) / samples
+    data = b"".join(frames)
+    player = TickPlayer("bench")
+    started = time.perf_counter()
+    decoded = read_frames(data, 0).frames
+    for number, found in enumerate(decoded):
+        # at 64x a 1 s poll shows every 64th tick: the others are taken in without building samples
+        if number % 64 == 63 or number == len(decoded) - 1:
+            player.play(found.document, found.arrays)
+        else:
+            player.advance(found.document, found.arrays)
+    replay_per_s = len(frames) / (time.perf_counter() - started)
+
     rows = [
         Row("append a tick, median (CPU)", statistics.median(times_ms), "ms", 3.0),
         Row("append a tick, p95 (CPU)", percentile(times_ms, 95), "ms", 3.0),
         Row("RSS with 24 h of history", rss_full_mb, "MB", note=f"{rss_before_mb:.0f} MB before the store"),
         Row("history's share of it", rss_full_mb - rss_before_mb, "MB"),
         *(Row(f"node chart, {label}", value, "ms", 30.0) for label, value in chart_ms.items()),
-    ]
+        Row("recorder CPU per 1 s tick, median", statistics.median(record_s) * 1000, "ms", 50.0,
+            note="5% of a core at a 1 s tick"),
+        Row("recorded bytes per GPU-metric sample", bytes_per_sample, "B", 1.0, note="after the first frame"),
+        Row("recording per hour at 1 s", bytes_per_sample * samples * 3600 / 1e6, "MB", 150.0),
+        Row("replay at 64x: recorded s read per s", replay_per_s, "ticks", 64.0, at_least=True,
+            note="64x needs 64, with the view stage's own tick on top"),
+    ]  # fmt: skip
     print_table(rows, FORMATS)
     return 0
 

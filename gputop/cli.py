@@ -39,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
         "beside it, and safe actions from the keyboard.",
         epilog="Other commands (each takes --help): gputop check and gputop snapshot --json (one round "
         "without the UI, for cron and monitoring), gputop watch (the auto-drain policy, headless), "
+        "gputop record FILE and gputop export FILE (history for later), "
         "gputop parse, gputop fake-fleet, gputop config-example "
         "(the annotated example config), gputop completion bash|zsh|fish.",
     )
@@ -53,6 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--metric", choices=[m.value for m in Metric], help="what the cluster map shows first"
     )
     parser.add_argument("--read-only", action="store_true", help="no actions that change the cluster")
+    parser.add_argument(
+        "--record", metavar="FILE", help="also record what the dashboard sees, for gputop replay and export"
+    )
     return parser
 
 
@@ -132,7 +136,8 @@ def terminal_problem(environ: Mapping[str, str], streams: Sequence[IO[Any]]) -> 
     return None
 
 
-def _run_app(app: GputopApp) -> int:
+def _run_app(app: GputopApp, record_to: str | None = None) -> int:
+    app.settings.record_to = record_to
     problem = terminal_problem(os.environ, (sys.stdin, sys.stdout, sys.stderr))
     if problem is not None:
         print(NO_TERMINAL_HELP.format(why=problem), file=sys.stderr)
@@ -151,6 +156,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         ["config-example"],
         ["completion"],
         ["watch"],
+        ["record"],
+        ["export"],
     ):
         guard_stdout()  # `gputop check --json | head -c 10`: the status it had, and no traceback
     if words[:1] == ["parse"]:  # subcommands beside the dashboard's flags, which stay as they were
@@ -169,6 +176,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         from gputop.completion import main as completion_main
 
         return completion_main(words[1:])
+    if words[:1] == ["replay"]:
+        return _run_replay(words[1:])
+    if words[:1] == ["record"]:
+        from gputop.headless.record import main as record_main
+
+        return record_main(words[1:])
+    if words[:1] == ["export"]:
+        from gputop.headless.export import main as export_main
+
+        return export_main(words[1:])
     if words[:1] == ["watch"]:
         from gputop.headless.watch import main as watch_main
 
@@ -204,6 +221,60 @@ def main(argv: Sequence[str] | None = None) -> int:
         read_only=args.read_only,
         metric=Metric(args.metric) if args.metric else None,
     )
+    return _run_app(app, args.record)
+
+
+def _run_replay(argv: Sequence[str]) -> int:
+    """`gputop replay FILE`: the dashboard on a recording, read-only, with a time bar."""
+    import dataclasses
+
+    from gputop.core.recording import RecordingError
+    from gputop.sources.recording_file import read_recording
+    from gputop.sources.replay import ReplayClock, ReplaySource
+    from gputop.tui import app as tui_app
+
+    parser = argparse.ArgumentParser(
+        prog="gputop replay",
+        description="Open the dashboard on a recording (gputop record, --record), read-only. Keys: p "
+        "pause/play, . and , step a tick, + and - speed (0.25x to 64x), n next problem or action, "
+        "T jump to a time.",
+    )
+    parser.add_argument("file", metavar="FILE")
+    parser.add_argument("--config", metavar="FILE", help="config whose thresholds and theme to use")
+    parser.add_argument("--theme", metavar="NAME")
+    args = parser.parse_args(argv)
+    try:
+        config = load_args_config(argparse.Namespace(config=args.config)) or Config.default()
+        recording = read_recording(args.file)
+    except ConfigError as err:
+        print(f"gputop: bad config\n{safe_block(str(err))}", file=sys.stderr)
+        return 2
+    except (OSError, RecordingError) as err:
+        print(
+            safe_block(f"gputop replay: {args.file}: {getattr(err, 'strerror', None) or err}"),
+            file=sys.stderr,
+        )
+        return 2
+    source = ReplaySource(recording)
+    if not source.frames:
+        print(safe_block(f"gputop replay: {args.file}: no ticks recorded"), file=sys.stderr)
+        return 2
+    interval_s = float(recording.meta.get("interval_s") or config.poll.interval_s)
+    if 0.1 <= interval_s <= 3600:
+        config = dataclasses.replace(config, poll=dataclasses.replace(config.poll, interval_s=interval_s))
+    clock = ReplayClock(source.start_s, source.end_s)
+    settings = tui_app.AppSettings(
+        config=config,
+        cluster_name=source.cluster,
+        sources=[source],
+        clock=clock,
+        theme=args.theme,
+        read_only=True,
+        replay=source,
+    )
+    app = tui_app.GputopApp(settings)
+    if source.stopped:
+        app.startup_warnings.append(f"the recording ends early: {source.stopped}")
     return _run_app(app)
 
 
@@ -234,7 +305,7 @@ def _run_cluster(config: Config, args: argparse.Namespace) -> int:
     except LaunchError as err:
         print(safe_block(f"gputop: {err}"), file=sys.stderr)
         return 2
-    return _run_app(app)
+    return _run_app(app, args.record)
 
 
 def build_demo_app(

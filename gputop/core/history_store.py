@@ -64,7 +64,7 @@ MINUTE_S: Final = 60.0
 FIRST_COLUMNS: Final = 256  # grown by doubling
 
 
-def _gap(dtype: type[np.unsignedinteger]) -> int:
+def gap_value(dtype: type[np.unsignedinteger]) -> int:
     return int(np.iinfo(dtype).max)
 
 
@@ -92,6 +92,15 @@ class Series:
         return len(self.times_s)
 
 
+def gather(nodes: Sequence[NodeSample]) -> tuple[list[NodeSample], FloatArray]:
+    """The nodes that answer, and their GPUs' index and five readings, a row per GPU (NaN: none)."""
+    answering = [n for n in nodes if n.reachability is Reachability.OK and n.gpus]
+    count = sum(len(n.gpus) for n in answering) * _WIDTH
+    # straight from the samples into the array, no list between (None reads as NaN)
+    readings = chain.from_iterable(map(_READ, chain.from_iterable(n.gpus for n in answering)))
+    return answering, np.fromiter(readings, dtype=np.float32, count=count).reshape(-1, _WIDTH)
+
+
 class _Ring:
     """Rows of quantized readings, one per tick or minute, a column per GPU (or node), oldest overwritten."""
 
@@ -105,9 +114,14 @@ class _Ring:
         self.written = 0
 
     def grow(self, columns: int) -> None:
+        # Only the rows written so far are copied and given gaps in their new columns: a row not yet
+        # written is written whole when its turn comes, so its memory is not taken before then (a day of
+        # minutes is most of the store, and would otherwise be taken at the first tick).
+        written = min(self.written, self.rows)
         for k, old in enumerate(self.data):
-            new = np.full((self.rows, columns), _gap(self.specs[k].dtype), dtype=old.dtype)
-            new[:, : old.shape[1]] = old
+            new = np.empty((self.rows, columns), dtype=old.dtype)
+            new[:written, : old.shape[1]] = old[:written]
+            new[:written, old.shape[1] :] = gap_value(self.specs[k].dtype)
             self.data[k] = new
 
     def next_row(self, time_s: float, span_s: float) -> int:
@@ -116,7 +130,7 @@ class _Ring:
         self.times_s[row] = time_s
         self.spans_s[row] = span_s
         for k, array in enumerate(self.data):
-            array[row].fill(_gap(self.specs[k].dtype))
+            array[row].fill(gap_value(self.specs[k].dtype))
         return row
 
     def order(self) -> npt.NDArray[np.intp]:
@@ -130,18 +144,21 @@ class _Ring:
         times = self.times_s[rows]
         keep = rows[times >= since_s]
         return Series(
-            self.times_s[keep], _values(self.data[k][keep, column], self.specs[k]), None, self.spans_s[keep]
+            self.times_s[keep],
+            dequantize(self.data[k][keep, column], self.specs[k]),
+            None,
+            self.spans_s[keep],
         )
 
 
-def _values(stored: npt.NDArray[np.unsignedinteger], spec: MetricSpec) -> FloatArray:
+def dequantize(stored: npt.NDArray[np.unsignedinteger], spec: MetricSpec) -> FloatArray:
     values = stored.astype(np.float32) * np.float32(spec.step)
-    values[stored == _gap(spec.dtype)] = np.nan
+    values[stored == gap_value(spec.dtype)] = np.nan
     return values
 
 
-def _quantize(values: FloatArray, spec: MetricSpec) -> npt.NDArray[np.unsignedinteger]:
-    gap = _gap(spec.dtype)
+def quantize(values: FloatArray, spec: MetricSpec) -> npt.NDArray[np.unsignedinteger]:
+    gap = gap_value(spec.dtype)
     scaled = np.rint(values / np.float32(spec.step))
     np.clip(scaled, 0, gap - 1, out=scaled)
     scaled[np.isnan(values)] = gap
@@ -195,11 +212,7 @@ class HistoryStore:
         if self._last_time_s is not None and time_s <= self._last_time_s:
             return  # a tick from the past (a clock stepped back) would break the rows' order
         self._last_time_s = time_s
-        answering = [n for n in nodes if n.reachability is Reachability.OK and n.gpus]
-        count = sum(len(n.gpus) for n in answering) * _WIDTH
-        # straight from the samples into the array, no list between (None reads as NaN)
-        readings = chain.from_iterable(map(_READ, chain.from_iterable(n.gpus for n in answering)))
-        flat = np.fromiter(readings, dtype=np.float32, count=count).reshape(-1, _WIDTH)
+        answering, flat = gather(nodes)
         columns = self._columns_of(answering, flat[:, 0])
         minute = math.floor(time_s / MINUTE_S) * MINUTE_S
         if self._minute is not None and minute != self._minute:
@@ -211,7 +224,7 @@ class HistoryStore:
         at: slice | npt.NDArray[np.int64] = slice(0, len(columns)) if self._contiguous else columns
         for k, spec in enumerate(METRICS):
             values = flat[:, k + 1]
-            self.fine.data[k][row, at] = _quantize(values, spec)
+            self.fine.data[k][row, at] = quantize(values, spec)
             present = ~np.isnan(values)
             # a column is in a tick once (a node listing one GPU index twice: the last one counts)
             self._sum[k, at] += np.where(present, values, 0.0)
@@ -293,12 +306,12 @@ class HistoryStore:
                     np.float32
                 )
                 top = np.where(counted, self._max[k], np.nan).astype(np.float32)
-                self.coarse_mean.data[k][mean_row] = _quantize(mean, spec)
-                self.coarse_max.data[k][max_row] = _quantize(top, spec)
+                self.coarse_mean.data[k][mean_row] = quantize(mean, spec)
+                self.coarse_max.data[k][max_row] = quantize(top, spec)
         node_row = self.node_coarse.next_row(self._minute, MINUTE_S)
         for k in range(len(COUNTS)):
             values = np.where(self._node_seen, self._node_max[k], np.nan).astype(np.float32)
-            self.node_coarse.data[k][node_row] = _quantize(values, self.node_coarse.specs[k])
+            self.node_coarse.data[k][node_row] = quantize(values, self.node_coarse.specs[k])
         self._sum.fill(0.0)
         self._count.fill(0)
         self._max.fill(-np.inf)
@@ -460,7 +473,7 @@ class Trends:
         stored = store.fine.data[self.k][np.ix_(self._rows, cols)]
         spec = METRICS[self.k]
         values = stored.astype(np.float32) * np.float32(spec.step)
-        values[stored == _gap(spec.dtype)] = np.nan
+        values[stored == gap_value(spec.dtype)] = np.nan
         present = ~np.isnan(values)
         sums = np.bincount(
             self._bin_of, weights=np.where(present, values, 0.0).sum(axis=1), minlength=self.bins

@@ -19,7 +19,6 @@ import dataclasses
 import getpass
 import logging
 import os
-import signal
 import sys
 import time
 from collections.abc import Sequence
@@ -36,9 +35,7 @@ from gputop.core.event_history import EventHistory
 from gputop.core.safe_text import safe_block, safe_line
 from gputop.core.summary import ClusterView
 from gputop.headless.command import CannotCheck, Target, choose_target
-from gputop.poller import Poller
-
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+from gputop.headless.views_loop import Stopped, run_views
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -147,35 +144,6 @@ def _user() -> str:
 async def _watch(
     target: Target, runner: PolicyRunner, history: EventHistory, keeper: HistoryKeeper | None
 ) -> int:
-    loop = asyncio.get_running_loop()
-    main_task = asyncio.current_task()
-    stopped_by: list[int] = []
-
-    def stop(signum: int) -> None:
-        stopped_by.append(signum)
-        if main_task is not None:
-            main_task.cancel()
-
-    for signum in STOP_SIGNALS:
-        loop.add_signal_handler(signum, stop, signum)
-    latest: asyncio.Queue[ClusterView] = asyncio.Queue(maxsize=1)
-
-    def on_view(view: ClusterView) -> None:
-        with contextlib.suppress(asyncio.QueueEmpty):
-            latest.get_nowait()  # only the newest view matters
-        latest.put_nowait(view)
-
-    config = target.config
-    poller = Poller(
-        cluster=target.cluster_name,
-        sources=target.sources,
-        clock=target.clock,
-        poll=config.poll,
-        thresholds=config.thresholds,
-        on_view=on_view,
-        is_demo=target.is_demo,
-    )
-    poller.stage.history = history
     policy = runner.policy.config
     mode = "dry run: deciding and recording, not acting" if policy.dry_run else "acting"
     say(
@@ -193,31 +161,26 @@ async def _watch(
             f"circuit breaker open: {runner.policy.state.breaker_why}; "
             "reset with gputop watch --reset-breaker"
         )
-    polling = asyncio.create_task(poller.run())
+
+    async def step(view: ClusterView) -> None:
+        now_s = target.clock.now()
+        await runner.step(view, now_s)
+        if keeper is not None:
+            keeper.maybe_save(now_s)
+
     try:
         runner.audit.decision({"action": "policy", "decision": "started", "dry_run": policy.dry_run})
-        while True:
-            view = await latest.get()
-            now_s = target.clock.now()
-            await runner.step(view, now_s)
-            if keeper is not None:
-                keeper.maybe_save(now_s)
-    except asyncio.CancelledError:
-        if not stopped_by:
-            raise
+        await run_views(target, step, history=history)
+    except Stopped as stopped:
+        say(f"stopped by {stopped}")
+        return 128 + stopped.signum
     except AuditError as err:
         say(f"stopping: {err}")
         return 2
     finally:
-        poller.stop()
-        polling.cancel()
-        with contextlib.suppress(BaseException):
-            await asyncio.wait_for(polling, 2.0)
         await runner.close()
         if keeper is not None:
             keeper.maybe_save(target.clock.now(), force=True)
         with contextlib.suppress(AuditError):
             runner.audit.decision({"action": "policy", "decision": "stopped"})
-    name = signal.Signals(stopped_by[0]).name
-    say(f"stopped by {name}")
-    return 128 + stopped_by[0]
+    return 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from textual import events
 from textual.app import App
@@ -26,6 +26,7 @@ from gputop.core.summary import ClusterView
 from gputop.gc_tuning import freeze_after_start
 from gputop.poller import Poller
 from gputop.sources.base import Source
+from gputop.sources.replay import ReplayClock, ReplaySource
 from gputop.tui import terminal_guard, themes
 from gputop.tui.commands import GputopCommands
 from gputop.tui.palette import Palette, PaletteCache
@@ -52,6 +53,10 @@ class AppSettings:
     theme_dirs: list[object] = field(default_factory=list)  # None/empty: the packaged and user dirs
     freeze_gc: bool = True
     host_keys_unverified: bool = False  # the config turned host key checking off: the header says so
+    # a replay: its source (the recording) and clock; the app is then read-only, with the time bar's keys
+    replay: ReplaySource | None = None
+    # --record FILE: every view also goes into a recording
+    record_to: str | None = None
 
     @property
     def audit_log(self) -> str:
@@ -61,6 +66,15 @@ class AppSettings:
         return audit_log_path(self.config.audit_log, os.environ, demo=self.is_demo)
 
 
+REPLAY_KEYS = (
+    ("p", "replay_toggle", "Replay: pause / play"),
+    ("full_stop", "replay_step(1)", "Replay: next tick"),
+    ("comma", "replay_step(-1)", "Replay: previous tick"),
+    ("plus", "replay_speed(1)", "Replay: faster (up to 64x)"),
+    ("minus", "replay_speed(-1)", "Replay: slower (down to 0.25x)"),
+    ("n", "replay_next_event", "Replay: next problem or action"),
+    ("T", "replay_jump", "Replay: jump to a time"),
+)
 NOTICE_MAX_CHARS = 2000
 NOTICE_MAX_LINES = 12
 
@@ -118,6 +132,12 @@ class GputopApp(App[None]):
         self.stopping = Stopping(self)
         self.policy = PolicyControl(self)
         self.poller.stage.history = self.policy.history
+        self.recorder: Any = None
+        self._said_bad_frames = False
+        if settings.replay is not None:
+            self.read_only = True
+            for keys, action, words in REPLAY_KEYS:
+                self.bind(keys, action, description=words, show=False)
 
     # -- themes -----------------------------------------------------------------------------------------
     def get_theme_variable_defaults(self) -> dict[str, str]:
@@ -192,6 +212,8 @@ class GputopApp(App[None]):
         if not self.read_only:
             self._warn_of_unfinished_actions()
         self.policy.start()
+        if self.settings.record_to is not None:
+            self._start_recording(self.settings.record_to)
         # One long-lived worker; exit_on_error=False so a poller bug shows up as an error, not a dead app.
         self.run_worker(self.poller.run(), name="poller", exit_on_error=False, group="poller")
         self.call_after_refresh(self._preload_screens)
@@ -230,6 +252,14 @@ class GputopApp(App[None]):
         self._announce_source_problems(message.view)
         self._announce_new_crit(message.view)
         self.policy.on_view(message.view)
+        if self.recorder is not None:
+            self._record(message.view)
+        replay = self.settings.replay
+        if replay is not None and replay.bad_frames and not self._said_bad_frames:
+            self._said_bad_frames = True
+            self.notify(
+                f"the recording has frames that do not read: {replay.bad_frame_why}", severity="warning"
+            )
         if not self._gc_frozen and self.settings.freeze_gc:
             self._gc_frozen = True
             self.call_after_refresh(self._freeze_gc)
@@ -322,7 +352,7 @@ class GputopApp(App[None]):
             read_only=self.read_only,
             age_warn_s=self.settings.config.ui.refresh_age_warn_s,
             host_keys_unverified=self.settings.host_keys_unverified,
-            policy_badge=lambda: self.policy.badge,
+            policy_badge=lambda: self.policy.badge or self.replay_status(),
         )
 
     def set_metric(self, metric: Metric) -> None:
@@ -447,6 +477,96 @@ class GputopApp(App[None]):
 
     def on_unmount(self) -> None:
         self.policy.close()
+        if self.recorder is not None:
+            self.recorder.close()
+
+    # -- --record FILE ------------------------------------------------------------------------------------
+    def _start_recording(self, path: str) -> None:
+        from gputop.headless.record import Recorder
+
+        settings = self.settings
+        recorder = Recorder(
+            path, settings.cluster_name, settings.config.poll.interval_s, audit_log=settings.audit_log
+        )
+        try:
+            recorder.open()
+        except OSError as err:
+            self.notify(f"not recording: {path}: {err.strerror or err}", severity="error", timeout=15)
+            return
+        self.recorder = recorder
+        self.notify(f"recording to {recorder.file.path}", timeout=5)
+
+    def _record(self, view: ClusterView) -> None:
+        try:
+            self.recorder.record(view)
+        except OSError as err:
+            self.notify(f"recording stopped: {err.strerror or err}", severity="error", timeout=30)
+            self.recorder.close()
+            self.recorder = None
+
+    # -- replay: the time bar's keys ------------------------------------------------------------------
+    def _replay_clock(self) -> ReplayClock | None:
+        clock = self.clock
+        return clock if isinstance(clock, ReplayClock) else None
+
+    def replay_status(self) -> str | None:
+        """The header's time bar: where the replay is, whether it plays, and how fast."""
+        clock = self._replay_clock()
+        if clock is None:
+            return None
+        import time as _time
+
+        at = _time.strftime("%Y-%m-%d %H:%M:%S UTC", _time.gmtime(clock.now()))
+        state = "paused" if clock.paused else f"{clock.speed:g}x"
+        span = max(clock.end_s - clock.start_s, 1e-9)
+        done = int(10 * (clock.now() - clock.start_s) / span)
+        bar = "━" * done + "●" + "─" * (10 - done)
+        return f"REPLAY {at} {state} {bar}"
+
+    def _replay_moved(self) -> None:
+        self.poller.refresh_now()
+        for header in self.screen.query(StatusHeader):
+            header.refresh()
+
+    def action_replay_toggle(self) -> None:
+        clock = self._replay_clock()
+        if clock is not None:
+            clock.toggle()
+            self._replay_moved()
+
+    def action_replay_speed(self, step: int) -> None:
+        clock = self._replay_clock()
+        if clock is not None:
+            clock.faster(step)
+            self._replay_moved()
+
+    def action_replay_step(self, step: int) -> None:
+        clock, source = self._replay_clock(), self.settings.replay
+        if clock is not None and source is not None:
+            if not clock.paused:
+                clock.toggle()
+            clock.seek(source.step_time(clock.now(), step))
+            self._replay_moved()
+
+    def action_replay_next_event(self) -> None:
+        clock, source = self._replay_clock(), self.settings.replay
+        if clock is None or source is None:
+            return
+        found = source.next_event(clock.now())
+        if found is None:
+            self.notify("no problem or action after this point", timeout=4)
+            return
+        clock.seek(found)
+        if not clock.paused:
+            clock.toggle()
+        self._replay_moved()
+
+    def action_replay_jump(self) -> None:
+        from gputop.tui.screens.replay_jump import ReplayJumpScreen
+
+        clock = self._replay_clock()
+        if clock is not None:
+            self.push_screen(ReplayJumpScreen(clock), lambda _result: self._replay_moved())
 
     def _node_action_done(self, outcome: ActionOutcome) -> None:
         plan = outcome.plan

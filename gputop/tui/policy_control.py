@@ -40,7 +40,7 @@ class PolicyControl:
         settings = app.settings
         self.history = EventHistory()
         self.keeper: HistoryKeeper | None = None
-        if not settings.is_demo:
+        if not settings.is_demo and settings.replay is None:  # a replay's past is not this cluster's now
             path = history_path(settings.cluster_name, os.environ)
             self.keeper = HistoryKeeper(path, self.history, self._say_warning)
         self.runner: PolicyRunner | None = None

@@ -1,0 +1,247 @@
+"""Recordings: the format reads back what was written (readings exact to their resolution, the changes of
+states, Xid events, Slurm and problems); a file cut anywhere reads up to its last whole frame; a newer
+major version is refused with a reason; `gputop record` killed with SIGKILL loses at most its last
+frame; `gputop export` writes one row per GPU per sample; and a recording of the fake fleet over SSH
+with a fault reads back the fault."""
+
+from __future__ import annotations
+
+import csv
+import itertools
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gputop.core.config import Thresholds
+from gputop.core.history_store import METRICS
+from gputop.core.models import ClusterSnapshot, Reachability, SlurmBaseState, SlurmNode, SlurmState
+from gputop.core.record_tick import TickPlayer, TickRecorder
+from gputop.core.recording import (
+    RecordingError,
+    TickDecoder,
+    TickEncoder,
+    frame,
+    header,
+    read_frames,
+    read_header,
+)
+from gputop.core.view import ViewStage
+from gputop.sources.recording_file import read_recording
+from tests.factories import gpu_sample, node_sample
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+T0 = 1_800_000_000.0
+
+
+def test_ticks_round_trip_exactly_at_their_resolution() -> None:
+    encoder, decoder = TickEncoder(), TickDecoder()
+    rng = np.random.default_rng(1)
+    layout = [("a", 0), ("a", 1), ("b", 0)]
+    for i in range(130):  # across two full frames (every 60 s)
+        readings = np.column_stack(
+            [
+                rng.integers(0, 101, 3),
+                rng.integers(0, 80_000, 3) // 4 * 4,
+                rng.integers(20, 95, 3),
+                rng.integers(500, 7000, 3) / 10,
+                rng.integers(200, 2000, 3),
+            ]
+        ).astype(np.float32)
+        readings[2, 0] = np.nan  # a MIG GPU's utilization: a gap
+        document, arrays = encoder.encode(T0 + i, layout, readings)
+        back = read_frames(frame(document, arrays), 0).frames[0]
+        decoded = decoder.decode(back.document, back.arrays)
+        assert decoded is not None and decoder.layout == layout
+        np.testing.assert_allclose(decoded, readings, atol=0.051, equal_nan=True)
+        assert back.document["key"] == (i % 60 == 0)
+
+
+def test_a_file_cut_anywhere_reads_up_to_its_last_whole_frame() -> None:
+    frames = [frame({"kind": "tick", "n": n}) for n in range(5)]
+    data = header({"cluster": "c"}) + b"".join(frames)
+    meta, start = read_header(data)
+    assert meta["cluster"] == "c" and meta["version"] == [1, 0]
+    assert [f.document["n"] for f in read_frames(data, start).frames] == [0, 1, 2, 3, 4]
+    for cut in range(start, len(data)):
+        read = read_frames(data[:cut], start)
+        whole = sum(1 for end in np.cumsum([len(f) for f in frames]) if start + end <= cut)
+        assert len(read.frames) == whole
+        assert (read.stopped is None) == (cut == start + sum(len(f) for f in frames[:whole]))
+    damaged = bytearray(data)
+    damaged[start + len(frames[0]) + 20] ^= 0xFF
+    read = read_frames(bytes(damaged), start)
+    assert len(read.frames) == 1 and read.stopped is not None and "damaged" in read.stopped
+
+
+def test_a_newer_major_version_is_refused_and_other_files_are_named() -> None:
+    newer = b'GPUTOPREC {"format": "gputop-recording", "version": [2, 0]}\n'
+    with pytest.raises(RecordingError, match=r"format 2\.0, newer than this gputop reads \(1\.0\)"):
+        read_header(newer)
+    assert read_header(b'GPUTOPREC {"format": "gputop-recording", "version": [1, 7]}\n')[0]["version"] == [
+        1,
+        7,
+    ]
+    with pytest.raises(RecordingError, match="not a gputop recording"):
+        read_header(b"PK\x03\x04 a zip file")
+
+
+def test_the_changes_come_back_as_the_same_samples_and_slurm_state() -> None:
+    stage = ViewStage(Thresholds(), interval_s=1.0, judge_at_once=True)
+    recorder, player = TickRecorder(), TickPlayer("c")
+    slurm = SlurmState(
+        {"a": SlurmNode("a", SlurmBaseState.IDLE, frozenset({"DRAIN"}), "RMA 1", "ops")}, (), T0
+    )
+    hot = node_sample("a", (gpu_sample(0, temp_c=95.0), gpu_sample(1)), sampled_at_s=T0)
+    down = node_sample("b", 2, sampled_at_s=T0 - 90, reachability=Reachability.DOWN, error="no route")
+    snapshot = ClusterSnapshot.build("c", T0, (hot, down), slurm)
+    document, arrays = recorder.frame(stage.derive(snapshot), [{"phase": "intent", "action": "drain"}])
+    back = read_frames(frame(document, arrays), 0).frames[0]
+    played = player.play(back.document, back.arrays)
+    assert played is not None
+    a, b = played.nodes
+    assert (a.name, a.reachability, [g.temp_c for g in a.gpus]) == ("a", Reachability.OK, [95.0, 50.0])
+    assert a.gpus[0].name == hot.gpus[0].name and a.gpus[0].mem_total_mib == hot.gpus[0].mem_total_mib
+    assert (b.reachability, b.error, b.gpus, b.sampled_at_s) == (Reachability.DOWN, "no route", (), T0 - 90)
+    assert played.slurm is not None and played.slurm.nodes["a"].reason == "RMA 1"
+    assert player.problems["a"][0][:2] == ["crit", "temp"]
+    assert player.audit == [{"phase": "intent", "action": "drain"}]
+    # an unchanged tick carries no changes
+    again = ClusterSnapshot.build("c", T0 + 1, (hot, down), slurm)
+    document, _ = recorder.frame(stage.derive(again))
+    assert "changes" not in document and document["key"] is False
+
+
+def record(tmp_path: Path, *extra: str) -> subprocess.Popen[str]:
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}
+    return subprocess.Popen(
+        [sys.executable, "-m", "gputop", "record", str(tmp_path / "rec.gtr"), *extra],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO_ROOT,
+        env=env,
+    )
+
+
+def wait_for_ticks(path: Path, ticks: int, timeout_s: float = 30.0) -> None:
+    """Until the file, read while it is written, holds ``ticks`` whole frames."""
+    deadline = time.monotonic() + timeout_s
+    while not path.exists() or path.stat().st_size == 0 or len(read_recording(path).frames.frames) < ticks:
+        assert time.monotonic() < deadline, f"{path} did not reach {ticks} ticks"
+        time.sleep(0.1)
+
+
+def test_sigkill_loses_at_most_the_frame_being_written_and_export_reads_the_rest(tmp_path: Path) -> None:
+    recorder = record(tmp_path, "--demo")
+    path = tmp_path / "rec.gtr"
+    wait_for_ticks(path, 4)
+    recorder.send_signal(signal.SIGKILL)
+    recorder.wait(timeout=10)
+    recording = read_recording(path)
+    ticks = [f for f in recording.frames.frames if f.document.get("kind") == "tick"]
+    assert len(ticks) >= 3
+    assert recording.meta["cluster"] == "demo" and recording.meta["interval_s"] == 1.0
+    # the ticks are one poll interval apart, and readings are there for every GPU that answered
+    times = [f.document["t"] for f in ticks]
+    assert all(0.5 < b - a < 3.0 for a, b in itertools.pairwise(times))
+    out = tmp_path / "out.csv"
+    done = subprocess.run(
+        [sys.executable, "-m", "gputop", "export", str(path), "--nodes", "gpu00[1-2]", "-o", str(out)],
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    rows = list(csv.DictReader(out.read_text().splitlines()))
+    assert {r["node"] for r in rows} == {"gpu001", "gpu002"}
+    assert len(rows) == 16 * len(ticks)
+    assert list(rows[0]) == ["time", "time_s", "node", "gpu", *(m.name for m in METRICS)]
+    jsonl = subprocess.run(
+        [sys.executable, "-m", "gputop", "export", str(path), "--format", "jsonl", "--nodes", "gpu001"],
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        check=True,
+    )
+    first = json.loads(jsonl.stdout.splitlines()[0])
+    assert first["node"] == "gpu001" and isinstance(first["temp_c"], float | int)
+
+
+def test_export_says_why_it_cannot_read_a_file(tmp_path: Path) -> None:
+    bad = tmp_path / "not.gtr"
+    bad.write_bytes(b"hello")
+    done = subprocess.run(
+        [sys.executable, "-m", "gputop", "export", str(bad)],
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        check=False,
+    )
+    assert done.returncode == 2 and "not a gputop recording" in done.stderr
+
+
+async def test_a_fleet_run_over_ssh_with_a_fault_replays_as_it_happened(tmp_path: Path) -> None:
+    """The fake fleet over SSH (host keys checked): a GPU falls off the bus mid-recording; the recorder
+    is killed with SIGKILL; the replay shows the node healthy before the fault and the GPU missing after,
+    through the same view stage, and the next-event jump lands on it. (The fault's Xid 79 comes with the
+    kernel log, read every 30 s: not waited for here.)"""
+    import asyncio
+
+    from gputop.sim.fake_fleet import Fault, run_fleet
+    from gputop.sources.replay import ReplaySource
+
+    async with run_fleet(nodes=8, port=0, state_dir=tmp_path / "fleet") as fleet:
+        env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}
+        path = tmp_path / "fleet.gtr"
+        recorder = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "gputop", "record", str(path), "--config", str(fleet.config_path),
+            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL, cwd=REPO_ROOT, env=env,
+        )  # fmt: skip
+
+        async def ticks_with(check: object, count: int) -> None:
+            for _ in range(300):
+                if path.exists() and path.stat().st_size:
+                    recording = read_recording(path)
+                    source = ReplaySource(recording)
+                    if sum(1 for t in source.times_s if check(source, t)) >= count:  # type: ignore[operator]
+                        return
+                await asyncio.sleep(0.1)
+            raise AssertionError("the recording did not show it in 30 s")
+
+        def answering(source: ReplaySource, t: float) -> bool:
+            node = next((n for n in source.at(t).nodes if n.name == "gpu001"), None)
+            return node is not None and node.reachability is Reachability.OK and len(node.gpus) == 8
+
+        await ticks_with(answering, 3)
+        fault_at_s = time.time()
+        fleet.faults.set("gpu001", Fault.FALLEN_OFF_BUS)
+
+        def fallen(source: ReplaySource, t: float) -> bool:
+            node = next((n for n in source.at(t).nodes if n.name == "gpu001"), None)
+            return node is not None and len(node.gpus) == 7
+
+        await ticks_with(fallen, 2)
+        recorder.kill()
+        await recorder.wait()
+    source = ReplaySource(read_recording(path))
+    before = max(t for t in source.times_s if t < fault_at_s)
+    after = source.times_s[-1]
+    stage = ViewStage(Thresholds(), interval_s=1.0, judge_at_once=True)
+    healthy = stage.derive(ClusterSnapshot.build("f", before, *_parts(source, before)))
+    assert not [p for p in healthy.rows["gpu001"].problems if p.kind in ("missing", "xid")]
+    broken = stage.derive(ClusterSnapshot.build("f", after, *_parts(source, after)))
+    assert "missing" in {p.kind for p in broken.rows["gpu001"].problems}
+    assert source.next_event(before) is not None and before < source.next_event(before) <= after  # type: ignore[operator]
+
+
+def _parts(source: object, time_s: float) -> tuple[object, object]:
+    result = source.at(time_s)  # type: ignore[attr-defined]
+    return result.nodes, result.slurm
