@@ -156,7 +156,7 @@ def test_a_node_is_heard_in_full_once_its_first_facts_are_read_or_after_a_while(
 
 
 def test_an_alert_carries_the_problems_action_for_the_alerts_pane() -> None:
-    from gputop.tui.widgets.alert_table import ALERT_COLUMNS
+    from gputop.tui.widgets.alert_table import ALERT_COLUMNS, AlertContext
 
     action = "drain gpu007, then reset GPU4 so the failed row is remapped"
     xid = Problem(Severity.CRIT, "gpu007", 4, "xid", "GPU4 Xid 48: Double Bit ECC Error", "48", 100.0, action)
@@ -164,5 +164,5 @@ def test_an_alert_carries_the_problems_action_for_the_alerts_pane() -> None:
     (alert,) = state.alerts.values()
     assert alert.action == action
     (problem_column,) = [c for c in ALERT_COLUMNS if c.key == "message"]
-    text, severity = problem_column.cell(alert, 200.0)
+    text, severity = problem_column.cell(alert, AlertContext(200.0))
     assert text == f"GPU4 Xid 48: Double Bit ECC Error -> {action}" and severity is Severity.CRIT

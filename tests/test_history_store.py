@@ -83,6 +83,8 @@ def test_minutes_keep_mean_and_max_and_the_coarse_window_reaches_back() -> None:
 
 def test_the_windows_follow_the_config() -> None:
     stage = ViewStage(Thresholds(), interval_s=2.0, history=HistoryConfig(fine_minutes=5, coarse_hours=2))
+    assert stage.history_store is None  # made with the first snapshot: numpy loads after the first frame
+    stage.derive(ClusterSnapshot.build("c", T0, (node("a", 1.0),)))
     store = stage.history_store
     assert store is not None
     assert store.fine.rows == math.ceil(5 * 60 / 2.0 * 1.25) and store.coarse_mean.rows == 120

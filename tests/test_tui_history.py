@@ -13,8 +13,10 @@ from gputop.core.config import Thresholds
 from gputop.core.summary import node_row
 from gputop.core.table_export import table_csv
 from gputop.tui.screens.node import NodeScreen
+from gputop.tui.widgets.alert_table import AlertTable
 from gputop.tui.widgets.cluster_strip import ClusterStrip
 from gputop.tui.widgets.history_chart import HistoryChart
+from gputop.tui.widgets.job_table import JobTable
 from gputop.tui.widgets.node_table import NodeTable
 from tests.factories import node_sample
 from tests.tui_helpers import demo_app, wait_for_data
@@ -94,3 +96,26 @@ def test_exported_text_cannot_pose_as_a_formula() -> None:
     out = list(csv.reader(table_csv([row]).splitlines()))
     assert out[0][:3] == ["node", "state", "gpus"]
     assert out[1][0] == '\'=HYPERLINK("http://x")' and out[1][11] == "'-drain"
+
+
+async def test_the_queue_and_the_alerts_show_how_things_moved() -> None:
+    app = demo_app()
+    async with app.run_test(size=(200, 50)) as pilot:
+        await wait_for_data(pilot)
+        await pilot.press("J")
+        await pilot.pause(0.3)
+        jobs = app.screen.query_one(JobTable)
+        header = jobs.render_line(0).text
+        assert "Util/life" in header
+        lines = [jobs.render_line(y).text for y in range(1, 20)]
+        # a running job whose GPUs report utilization (not a MIG GPU's "n/a") has its life's sparkline
+        running = [line for line in lines if " running " in line and " n/a " not in line]
+        assert running and all(any(ch in line for ch in "▁▂▃▄▅▆▇█") for line in running)
+        assert not any(ch in line for line in lines if " pending " in line for ch in "▁▂▃▄▅▆▇█")
+        await pilot.press("escape", "A")
+        await pilot.pause(0.3)
+        alerts = app.screen.query_one(AlertTable)
+        assert "Last 15m" in alerts.render_line(0).text
+        rows = [alerts.render_line(y).text for y in range(1, len(alerts.order) + 1)]
+        hot = [row for row in rows if " temp " in row]
+        assert hot and any(ch in hot[0] for ch in "▁▂▃▄▅▆▇█")  # the hot GPU's temperature

@@ -484,6 +484,11 @@ class Trends:
         self._done[node] = result
         return result
 
+    def spark(self, node: str, lo: float, hi: float) -> str:
+        """The node's trend as a sparkline ("" without history)."""
+        values = self.of(node)
+        return sparkline(values, lo, hi) if values is not None else ""
+
     def _new_tick(self) -> None:
         store = self.store
         self._ticks = store.fine.written
@@ -520,3 +525,32 @@ def binned_means(series: Series, bins: int, since_s: float, window_s: float) -> 
     with np.errstate(invalid="ignore", divide="ignore"):
         means: FloatArray = (sums / counts).astype(np.float32)
     return means
+
+
+def mean_over(
+    store: HistoryStore,
+    cells: Sequence[tuple[str, int]],
+    metric: str,
+    since_s: float,
+    now_s: float,
+    bins: int,
+) -> FloatArray | None:
+    """The mean of some GPUs' ``metric`` (a job's) from ``since_s`` to now in ``bins`` slices: from every
+    tick while that fits the fine window, else from the per-minute means; None where none is kept."""
+    columns = [c for c in (store.columns.get(cell) for cell in cells) if c is not None]
+    window_s = max(now_s - since_s, 1.0)
+    if not columns:
+        return None
+    ring = store.fine if window_s <= store.fine_window_s else store.coarse_mean
+    k = METRIC_NAMES.index(metric)
+    rows = ring.order()
+    keep = rows[ring.times_s[rows] >= since_s]
+    if not len(keep):
+        return None
+    values = dequantize(ring.data[k][np.ix_(keep, np.array(columns, dtype=np.intp))], METRICS[k])
+    present = ~np.isnan(values)
+    counts = present.sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        per_row = (np.where(present, values, 0.0).sum(axis=1) / counts).astype(np.float32)
+    series = Series(ring.times_s[keep], per_row, None, ring.spans_s[keep])
+    return binned_means(series, bins, since_s, window_s)

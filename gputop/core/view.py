@@ -14,6 +14,7 @@ The core does no I/O and knows no event loop: the caller decides what a yield me
 from __future__ import annotations
 
 from collections.abc import Generator, Iterable
+from typing import TYPE_CHECKING
 
 from gputop.core.alerts import AlertBook, FirstLook
 from gputop.core.config import HistoryConfig, Thresholds
@@ -21,7 +22,6 @@ from gputop.core.counter_rates import CounterRateTracker
 from gputop.core.event_history import EventHistory
 from gputop.core.health_tracker import HealthTracker
 from gputop.core.heatmap import CellCodes, cell_codes
-from gputop.core.history_store import HistoryStore
 from gputop.core.ib_flaps import IbFlapTracker
 from gputop.core.idle import IdleTracker
 from gputop.core.interconnect_deviations import InterconnectTracker
@@ -29,6 +29,9 @@ from gputop.core.jobs import job_rows
 from gputop.core.metrics import Metric, heat_scales
 from gputop.core.models import ClusterSnapshot
 from gputop.core.summary import ClusterView, NodeRow, derive_rows, summarize
+
+if TYPE_CHECKING:
+    from gputop.core.history_store import HistoryStore
 
 DERIVE_CHUNK_NODES = 100  # nodes derived between two yields: a few milliseconds of work
 # A tick that comes late (a slow source, a suspended laptop) counts as at most this many intervals of
@@ -69,14 +72,20 @@ class ViewStage:
         self.view: ClusterView | None = None
         # what gputop remembers across restarts; the caller loads it and saves it (None: nothing kept)
         self.history: EventHistory | None = None
-        # every GPU's recent readings, for charts and sparklines (None: a round without a past)
-        self.history_store: HistoryStore | None = (
-            HistoryStore(
-                interval_s=interval_s, fine_minutes=history.fine_minutes, coarse_hours=history.coarse_hours
+        # every GPU's recent readings, for charts and sparklines (None: a round without a past); made at
+        # the first snapshot, so numpy is not loaded before the first frame is painted
+        self._history_config = history
+        self.history_store: HistoryStore | None = None
+
+    def _store(self) -> HistoryStore | None:
+        if self.history_store is None and self._history_config is not None:
+            from gputop.core.history_store import HistoryStore
+
+            config = self._history_config
+            self.history_store = HistoryStore(
+                interval_s=self.interval_s, fine_minutes=config.fine_minutes, coarse_hours=config.coarse_hours
             )
-            if history is not None
-            else None
-        )
+        return self.history_store
 
     def replay(self, history: Iterable[ClusterSnapshot]) -> None:
         """A source's recent past (the demo's), oldest first, through the trackers that need time."""
@@ -86,9 +95,10 @@ class ViewStage:
             self.health_tracker.update(snapshot)
             self.ib_flap_tracker.update(snapshot)
             self.counter_rate_tracker.update(snapshot)
-            if self.history_store is not None:
+            store = self._store()
+            if store is not None:
                 span_s = snapshot.taken_at_s - last_s if last_s is not None else self.interval_s
-                self.history_store.append(snapshot.taken_at_s, snapshot.nodes, {}, span_s)
+                store.append(snapshot.taken_at_s, snapshot.nodes, {}, span_s)
             last_s = snapshot.taken_at_s
 
     def derive(self, snapshot: ClusterSnapshot, source_errors: tuple[str, ...] = ()) -> ClusterView:
@@ -147,8 +157,9 @@ class ViewStage:
             yield
         jobs = job_rows(snapshot, idle, previous.jobs if previous is not None else None)
         yield
-        if self.history_store is not None:
-            self.history_store.append(snapshot.taken_at_s, snapshot.nodes, rows, self.interval_s)
+        store = self._store()
+        if store is not None:
+            store.append(snapshot.taken_at_s, snapshot.nodes, rows, self.interval_s)
             yield
         now_s = snapshot.taken_at_s
         settling = self.first_look.settling(snapshot.nodes, now_s)

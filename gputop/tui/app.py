@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from textual import events
 from textual.app import App
@@ -26,7 +26,6 @@ from gputop.core.summary import ClusterView
 from gputop.gc_tuning import freeze_after_start
 from gputop.poller import Poller
 from gputop.sources.base import Source
-from gputop.sources.replay import ReplayClock, ReplaySource
 from gputop.tui import terminal_guard, themes
 from gputop.tui.commands import GputopCommands
 from gputop.tui.palette import Palette, PaletteCache
@@ -38,6 +37,9 @@ from gputop.tui.typed_keys import type_into
 from gputop.tui.widgets.cluster_map import ClusterMap
 from gputop.tui.widgets.node_table import NodeTable
 from gputop.tui.widgets.status_header import StatusHeader
+
+if TYPE_CHECKING:
+    from gputop.sources.replay import ReplayClock, ReplaySource
 
 
 @dataclass
@@ -506,8 +508,9 @@ class GputopApp(App[None]):
 
     # -- replay: the time bar's keys ------------------------------------------------------------------
     def _replay_clock(self) -> ReplayClock | None:
-        clock = self.clock
-        return clock if isinstance(clock, ReplayClock) else None
+        # a replay's clock is a ReplayClock (gputop replay makes both); not imported to check: numpy
+        # would load before the first frame
+        return self.clock if self.settings.replay is not None else None  # type: ignore[return-value]
 
     def replay_status(self) -> str | None:
         """The header's time bar: where the replay is, whether it plays, and how fast."""

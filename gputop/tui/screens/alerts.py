@@ -57,7 +57,8 @@ class AlertsScreen(GputopScreen):
     def _show(self, now_s: float) -> None:
         state = self.gputop.poller.alert_book.state
         table = self.query_one(AlertTable)
-        table.set_now(now_s)
+        view = self.gputop.view
+        table.set_now(now_s, view.history if view is not None else None)
         table.set_rows(state.alerts)
         self._describe(table.cursor_name)
 

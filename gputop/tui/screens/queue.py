@@ -20,7 +20,7 @@ from gputop.core.summary import ClusterView
 from gputop.tui.screens.base import GputopScreen
 from gputop.tui.widgets.cluster_map import ClusterMap
 from gputop.tui.widgets.footer import GputopFooter
-from gputop.tui.widgets.job_table import JobOpened, JobSelected, JobTable
+from gputop.tui.widgets.job_table import JobLives, JobOpened, JobSelected, JobTable
 from gputop.tui.widgets.status_header import StatusHeader
 
 if TYPE_CHECKING:
@@ -93,7 +93,12 @@ class QueueScreen(GputopScreen):
     def apply_view(self, view: ClusterView) -> None:
         self.query_one(StatusHeader).apply_view(view)
         self.query_one(ClusterMap).apply_view(view)
-        self.query_one(JobTable).set_rows(view.jobs)
+        table = self.query_one(JobTable)
+        if view.history is not None and (
+            not isinstance(table.cell_context, JobLives) or table.cell_context.store is not view.history
+        ):
+            table.cell_context = JobLives(view.history)
+        table.set_rows(view.jobs)
         self._show_job(self.query_one(JobTable).cursor_name)
 
     def _show_job(self, job_id: str | None) -> None:

@@ -4,7 +4,7 @@ acknowledged or silenced it (those are shown plain, without the severity's colou
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 from textual.binding import BindingType
 from textual.message import Message
@@ -27,28 +27,71 @@ class AlertOpened(Message):
         self.key = key
 
 
+class AlertContext(NamedTuple):
+    """What the cells read besides the alert: the snapshot's time, and the history for the trend."""
+
+    now_s: float
+    history: Any = None  # a HistoryStore (numpy is loaded with the first data, not before the first frame)
+
+
+# The reading an alert of each kind is about, for its trend; a kind not listed has none to show.
+TREND_METRIC = {
+    "temp": "temp_c",
+    "hbm_temp": "temp_c",
+    "throttle": "temp_c",
+    "mem": "mem_used_mib",
+    "idle": "util_pct",
+    "power": "power_w",
+}
+TREND_WINDOW_S = 900.0
+TREND_BINS = 8
+
+
 def _quiet(alert: Alert, now_s: float) -> bool:
     return alert.acknowledged or alert.silenced(now_s)
 
 
-def _severity_cell(alert: Alert, now_s: float) -> Cell:
-    return alert.severity.value.upper(), None if _quiet(alert, now_s) else alert.severity
+def _severity_cell(alert: Alert, ctx: AlertContext) -> Cell:
+    return alert.severity.value.upper(), None if _quiet(alert, ctx.now_s) else alert.severity
 
 
-def _status_cell(alert: Alert, now_s: float) -> Cell:
+def _status_cell(alert: Alert, ctx: AlertContext) -> Cell:
+    now_s = ctx.now_s
     if alert.silenced(now_s) and alert.silenced_until_s is not None:
         return f"silenced {format_age(alert.silenced_until_s - now_s)}", None
     return ("acknowledged" if alert.acknowledged else ""), None
 
 
-def _message_cell(alert: Alert, now_s: float) -> Cell:
+def _message_cell(alert: Alert, ctx: AlertContext) -> Cell:
     text = f"{alert.message} -> {alert.action}" if alert.action else alert.message
-    return text, None if _quiet(alert, now_s) else alert.severity
+    return text, None if _quiet(alert, ctx.now_s) else alert.severity
+
+
+def _trend_cell(alert: Alert, ctx: AlertContext) -> Cell:
+    """How the reading behind the alert moved over the last 15 minutes, scaled to its own range."""
+    metric = TREND_METRIC.get(alert.key.kind)
+    store = ctx.history
+    if metric is None or store is None:
+        return "", None
+    import numpy as np
+
+    from gputop.core.history_store import binned_means, sparkline
+
+    key = alert.key
+    if key.gpu_index is not None:
+        series = store.series(key.node, key.gpu_index, metric, TREND_WINDOW_S, ctx.now_s)
+    else:
+        series = store.node_mean(key.node, metric, TREND_WINDOW_S, ctx.now_s)
+    values = binned_means(series, TREND_BINS, ctx.now_s - TREND_WINDOW_S, TREND_WINDOW_S)
+    if np.isnan(values).all():
+        return "", None
+    low, high = float(np.nanmin(values)), float(np.nanmax(values))
+    return sparkline(values, low, max(high, low + 1.0)), None
 
 
 ALERT_COLUMNS: tuple[Column, ...] = (
     Column(
-        "node", "Node", 10, False, lambda a: (natural_key(a.node), a.sort_key), lambda a, now: (a.node, None)
+        "node", "Node", 10, False, lambda a: (natural_key(a.node), a.sort_key), lambda a, ctx: (a.node, None)
     ),
     Column("severity", "Sev", 4, False, lambda a: a.sort_key, _severity_cell),
     Column(
@@ -57,17 +100,18 @@ ALERT_COLUMNS: tuple[Column, ...] = (
         4,
         True,
         lambda a: (a.key.gpu_index is None, a.key.gpu_index or 0, a.sort_key),
-        lambda a, now: ("" if a.key.gpu_index is None else str(a.key.gpu_index), None),
+        lambda a, ctx: ("" if a.key.gpu_index is None else str(a.key.gpu_index), None),
     ),
-    Column("kind", "Kind", 12, False, lambda a: (a.key.kind, a.sort_key), lambda a, now: (a.key.kind, None)),
+    Column("kind", "Kind", 12, False, lambda a: (a.key.kind, a.sort_key), lambda a, ctx: (a.key.kind, None)),
     Column(
         "since",
         "For",
         8,
         True,
         lambda a: (a.since_s, a.sort_key),
-        lambda a, now: (format_age(now - a.since_s), None),
+        lambda a, ctx: (format_age(ctx.now_s - a.since_s), None),
     ),
+    Column("trend", "Last 15m", 8, False, lambda a: a.sort_key, _trend_cell),
     Column(
         "status",
         "Status",
@@ -81,10 +125,11 @@ ALERT_COLUMNS: tuple[Column, ...] = (
 
 
 class AlertTable(VirtualTable):
-    """Alerts; the cell context is the time "now" (the snapshot's), for ages and silences."""
+    """Alerts; the cell context is the time "now" (the snapshot's), for ages and silences, and the
+    history, for the trends."""
 
     COLUMNS = ALERT_COLUMNS
-    DROP_ORDER = ("kind", "gpu", "status")
+    DROP_ORDER = ("trend", "kind", "gpu", "status")
     LAST_MIN_WIDTH = 30
     KEY_IS_FIRST_COLUMN = False
     BINDINGS: ClassVar[list[BindingType]] = table_bindings("alert", "Open node")
@@ -94,7 +139,7 @@ class AlertTable(VirtualTable):
     """
 
     def __init__(self, **kwargs: Any) -> None:
-        super().__init__(sort_column="severity", cell_context=0.0, **kwargs)
+        super().__init__(sort_column="severity", cell_context=AlertContext(0.0), **kwargs)
 
     def row_key(self, row: Any) -> str:
         return str(row.key.text)
@@ -105,8 +150,8 @@ class AlertTable(VirtualTable):
         self._key_width = max(ALERT_COLUMNS[0].width, longest)
         super().set_rows(rows)
 
-    def set_now(self, now_s: float) -> None:
-        self.cell_context = now_s
+    def set_now(self, now_s: float, history: Any = None) -> None:
+        self.cell_context = AlertContext(now_s, history)
 
     def row_selected(self, key: str) -> None:
         self.post_message(AlertSelected(key))

@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any
 
-import numpy as np
 from rich.text import Text
 from textual.widgets import Static
 
-from gputop.core.history_store import CLUSTER_WINDOW_S, HistoryStore, Series, binned_means, sparkline
 from gputop.core.models import Severity
 from gputop.core.summary import ClusterView
 from gputop.tui import format as fmt
@@ -47,7 +46,11 @@ class ClusterStrip(Static):
         self._drawn = key
         self.update(self._lines(store, view.snapshot.taken_at_s))
 
-    def _lines(self, store: HistoryStore, now_s: float) -> Text:
+    def _lines(self, store: Any, now_s: float) -> Text:
+        import numpy as np  # loaded with the first data, not before the first frame
+
+        from gputop.core.history_store import CLUSTER_WINDOW_S, Series, binned_means, sparkline
+
         palette = self._palettes.get(self.app)
         bins = max(10, self.size.width - LABEL_WIDTH - VALUE_WIDTH - 4)
         since_s = now_s - CLUSTER_WINDOW_S

@@ -51,6 +51,45 @@ def _util_cell(row: JobRow, _ctx: Any) -> Cell:
     return fmt.pct(row.util_mean_pct), None
 
 
+LIFE_BINS = 8
+LIFE_MAX_S = 24 * 3600.0  # a longer job's sparkline covers its last day: what the history keeps
+
+
+class JobLives:
+    """Each running job's GPU utilization over its life, from the history, worked out once per tick
+    for the jobs on screen."""
+
+    def __init__(self, store: Any) -> None:  # a HistoryStore: numpy is loaded with the first data
+        self.store = store
+        self._ticks = -1
+        self._done: dict[str, str] = {}
+
+    def of(self, row: JobRow) -> str:
+        store = self.store
+        if store.fine.written != self._ticks:
+            self._ticks = store.fine.written
+            self._done.clear()
+        job = row.job
+        found = self._done.get(job.job_id)
+        if found is None:
+            found = ""
+            times = store.fine.times_s[store.fine.order()]
+            if job.state == "RUNNING" and job.gpus_by_node and len(times):
+                now_s = float(times[-1])
+                since_s = max(job.start_time_s or now_s - LIFE_MAX_S, now_s - LIFE_MAX_S)
+                from gputop.core.history_store import mean_over, sparkline
+
+                cells = [(node, gpu) for node, gpus in job.gpus_by_node.items() for gpu in gpus]
+                values = mean_over(store, cells, "util_pct", since_s, now_s, LIFE_BINS)
+                found = sparkline(values, 0.0, 100.0) if values is not None else ""
+            self._done[job.job_id] = found
+        return found
+
+
+def _life_cell(row: JobRow, lives: Any) -> Cell:
+    return (lives.of(row) if isinstance(lives, JobLives) else ""), None
+
+
 def _wasted_cell(row: JobRow, _ctx: Any) -> Cell:
     # Short idle spells (start-up, checkpoints) count too, but under 0.05 h they would print as 0.0;
     # the figure is a warning only while some of the job's GPUs are flagged idle now.
@@ -85,6 +124,7 @@ JOB_COLUMNS: tuple[Column, ...] = (
     _column("state", "State", 9, False, _state_cell),
     _column("gpus", "GPUs", 4, True, lambda r, c: (str(r.gpus or ""), None)),
     _column("util", "GPU util", 12, True, _util_cell),
+    _column("life", "Util/life", 9, False, _life_cell),
     _column("wasted", "Idle GPU-h", 10, True, _wasted_cell),
     _column("elapsed", "Elapsed/limit", 22, False, _time_cell),
     _column("nodes", "Nodes", 16, False, lambda r, c: (r.nodes_text, None)),
@@ -96,7 +136,7 @@ class JobTable(VirtualTable):
     """The queue. Enter shows the job's nodes; d drains them (see the queue screen)."""
 
     COLUMNS = JOB_COLUMNS
-    DROP_ORDER = ("partition", "wasted", "elapsed", "nodes")
+    DROP_ORDER = ("life", "partition", "wasted", "elapsed", "nodes")
     LAST_MIN_WIDTH = 20
     DESCENDING_FIRST = DESCENDING_KEYS
     BINDINGS: ClassVar[list[BindingType]] = table_bindings("job", "Job's nodes")

@@ -9,7 +9,6 @@ from typing import Any, ClassVar
 from textual.binding import BindingType
 
 from gputop.core.filter import NodeFilter
-from gputop.core.history_store import Trends, sparkline
 from gputop.core.models import Reachability, Severity
 from gputop.core.nodeset import natural_key
 from gputop.core.problem import kind_severity
@@ -57,10 +56,9 @@ TREND_WINDOW_S = 300.0  # the utilization trend's window: 5 minutes
 TREND_BINS = 8  # one character each
 
 
-def _trend_cell(row: NodeRow, trends: object) -> Cell:
+def _trend_cell(row: NodeRow, trends: Any) -> Cell:
     """The node's mean utilization over the last 5 minutes, oldest left; a gap (no data) is blank."""
-    values = trends.of(row.name) if isinstance(trends, Trends) else None
-    return (sparkline(values, 0.0, 100.0) if values is not None else ""), None
+    return (trends.spark(row.name, 0.0, 100.0) if trends is not None else ""), None
 
 
 def _problem_cell(row: NodeRow, _context: object) -> Cell:
@@ -150,9 +148,9 @@ class NodeTable(VirtualTable):
     def apply_view(self, view: ClusterView) -> None:
         self._view = view
         store = view.history
-        if store is not None and (
-            not isinstance(self.cell_context, Trends) or self.cell_context.store is not store
-        ):
+        if store is not None and getattr(self.cell_context, "store", None) is not store:
+            from gputop.core.history_store import Trends  # numpy: loaded with the first data, not before
+
             self.cell_context = Trends(store, "util_pct", TREND_WINDOW_S, TREND_BINS)
         self.set_rows(view.rows)
 
