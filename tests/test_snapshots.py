@@ -7,6 +7,7 @@ Update after a reviewed UI change with `pytest tests/test_snapshots.py --snapsho
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 from textual.pilot import Pilot
 from textual.widgets import Input
@@ -88,3 +89,18 @@ def test_queue_most_idle_first(snap_compare: Compare) -> None:
         await pilot.pause()
 
     assert snap_compare(demo_app(), terminal_size=SIZE, run_before=run)
+
+
+def test_replay_paused_at_a_minute(snap_compare: Compare) -> None:
+    """The dashboard on the kept demo recording, paused a minute in: the header's time bar."""
+    from tests.test_tui_replay import T0, replay_app
+
+    path = Path(__file__).parent / "fixtures" / "recordings" / "demo-32-nodes-90s-format-1.0.gtr"
+    app, _source, clock = replay_app(path)
+    clock.seek(T0 + 60)
+
+    async def run(pilot: Pilot[None]) -> None:
+        await _ready(pilot)
+        await pilot.pause(0.3)
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=run)

@@ -105,3 +105,21 @@ def test_jump_times_are_read_in_utc_on_the_replays_day(tmp_path: Path) -> None:
 def test_frozen_clock_is_not_a_replay() -> None:
     settings = AppSettings(config=Config.default(), cluster_name="x", sources=[], clock=FrozenClock(T0))
     assert GputopApp(settings).replay_status() is None
+
+
+async def test_a_recording_of_format_1_0_still_replays() -> None:
+    """A file kept from format 1.0 (tests/fixtures/recordings): it opens, plays, and shows the cluster."""
+    path = Path(__file__).parent / "fixtures" / "recordings" / "demo-32-nodes-90s-format-1.0.gtr"
+    recording = read_recording(path)
+    assert recording.meta["version"] == [1, 0] and recording.frames.stopped is None
+    app, source, clock = replay_app(path)
+    assert (source.start_s, source.end_s, len(source.frames)) == (T0, T0 + TICKS - 1, TICKS)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await wait_for_data(pilot)
+        assert len(app.screen.query_one(NodeTable).order) == 32
+        clock.seek(T0 + 60)
+        app.poller.refresh_now()
+        await pilot.pause(0.5)
+        view = app.view
+        assert view is not None and view.snapshot.taken_at_s == T0 + 60
+        assert view.summary.alerts_crit > 0
