@@ -39,7 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
         "beside it, and safe actions from the keyboard.",
         epilog="Other commands (each takes --help): gputop check and gputop snapshot --json (one round "
         "without the UI, for cron and monitoring), gputop watch (the auto-drain policy, headless), "
-        "gputop record FILE and gputop export FILE (history for later), "
+        "gputop record FILE, gputop replay FILE and gputop export FILE (history for later), "
         "gputop parse, gputop fake-fleet, gputop config-example "
         "(the annotated example config), gputop completion bash|zsh|fish.",
     )

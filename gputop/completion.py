@@ -69,6 +69,8 @@ def commands() -> list[Command]:
     from gputop.cli import build_parser
     from gputop.core.parsers.registry import registry
     from gputop.headless.command import build_parser as headless_parser
+    from gputop.headless.export import build_parser as export_parser
+    from gputop.headless.record import build_parser as record_parser
     from gputop.headless.watch import build_parser as watch_parser
     from gputop.sim.fake_fleet.cli import build_parser as fleet_parser
     from gputop.sim.gpu_models import GPU_MODELS
@@ -79,10 +81,13 @@ def commands() -> list[Command]:
         ("check", lambda: headless_parser("check")),
         ("snapshot", lambda: headless_parser("snapshot")),
         ("watch", watch_parser),
+        ("record", record_parser),
+        ("export", export_parser),
         ("fake-fleet", fleet_parser),
     ]
     found = [_command(name, build(), extra) for name, build in builders]
     found.append(Command("parse", ("--list", "-h", "--help"), (), (), tuple(sorted(registry())), True))
+    found.append(Command("replay", ("--config", "--theme", "-h", "--help"), ("--config",), ()))
     found.append(Command("config-example", ("-h", "--help"), (), ()))
     found.append(Command("completion", ("-h", "--help"), (), (), SHELLS))
     return found

@@ -32,8 +32,10 @@ def offered(line: str, tmp_path: Path) -> list[str]:
 
 def test_commands_options_and_values_are_offered(tmp_path: Path) -> None:
     assert offered("gputop ", tmp_path) == [
-        "check", "snapshot", "watch", "fake-fleet", "parse", "config-example", "completion"
+        "check", "snapshot", "watch", "record", "export", "fake-fleet", "parse", "replay", "config-example",
+        "completion"
     ]  # fmt: skip
+    assert offered("gputop export --for", tmp_path) == ["--format"]
     assert offered("gputop watch --re", tmp_path) == ["--reset-breaker"]
     assert offered("gputop c", tmp_path) == ["check", "config-example", "completion"]
     assert "--read-only" in offered("gputop --", tmp_path)

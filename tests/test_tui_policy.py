@@ -43,9 +43,11 @@ async def test_p_switches_the_policy_on_in_dry_run_and_off(tmp_path: Path) -> No
         await wait_for_data(pilot)
         assert "POLICY" not in header_text(app)
         await pilot.press("P")
-        for _ in range(100):
+        # the decisions are on disk before their notices are shown: wait for both (a loaded machine)
+        for _ in range(200):
             await pilot.pause(0.05)
-            if any(r.get("decision") == "drain" for r in decisions(tmp_path)):
+            noticed = any("would drain gpu007" in n.message for n in app._notifications)
+            if noticed and any(r.get("decision") == "drain" for r in decisions(tmp_path)):
                 break
         assert "POLICY DRY-RUN" in header_text(app)
         made = decisions(tmp_path)
