@@ -7,6 +7,7 @@ with a fault reads back the fault."""
 from __future__ import annotations
 
 import csv
+import dataclasses
 import itertools
 import json
 import os
@@ -116,6 +117,15 @@ def test_the_changes_come_back_as_the_same_samples_and_slurm_state() -> None:
     again = ClusterSnapshot.build("c", T0 + 1, (hot, down), slurm)
     document, _ = recorder.frame(stage.derive(again))
     assert "changes" not in document and document["key"] is False
+    # a node that answered and then went quiet keeps its last readings, as it does live
+    quiet = ClusterSnapshot.build(
+        "c", T0 + 2, (dataclasses.replace(hot, reachability=Reachability.STALE, sampled_at_s=T0), down), slurm
+    )
+    document, arrays = recorder.frame(stage.derive(quiet))
+    back = read_frames(frame(document, arrays), 0).frames[0]
+    stale = player.play(back.document, back.arrays)
+    assert stale is not None and stale.nodes[0].reachability is Reachability.STALE
+    assert [g.temp_c for g in stale.nodes[0].gpus] == [95.0, 50.0] and stale.nodes[0].sampled_at_s == T0
 
 
 def record(tmp_path: Path, *extra: str) -> subprocess.Popen[str]:

@@ -172,6 +172,7 @@ class TickPlayer:
         self.problems: dict[str, list[list[Any]]] = {}
         self.audit: list[dict[str, Any]] = []
         self._typed: dict[tuple[str, int], list[Any]] = {}
+        self._last_gpus: dict[str, tuple[GpuSample, ...]] = {}
 
     def play(
         self, document: Mapping[str, Any], arrays: Mapping[str, npt.NDArray[Any]]
@@ -192,7 +193,10 @@ class TickPlayer:
         for name in sorted({*self.states, *by_node}, key=_natural):
             state = self.states.get(name, ["ok", None, None, None])
             reach = Reachability(state[0]) if state[0] in _REACHABILITY else Reachability.DOWN
-            gpus = tuple(by_node.get(name, ())) if reach is Reachability.OK else ()
+            if reach is Reachability.OK:
+                gpus = self._last_gpus[name] = tuple(by_node.get(name, ()))
+            else:  # as live: a node gone quiet keeps its last good readings, shown aged
+                gpus = self._last_gpus.get(name, ())
             nodes.append(
                 NodeSample(
                     name=name,
