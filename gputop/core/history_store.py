@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import chain
 from operator import itemgetter
@@ -414,9 +414,6 @@ class HistoryStore:
             return empty, empty
         since_s = now_s - window_s
         return ring.read(0, column, since_s), ring.read(1, column, since_s)
-
-    def known_nodes(self) -> Iterable[str]:
-        return self.node_columns
 
 
 SPARK_BLOCKS: Final = "▁▂▃▄▅▆▇█"

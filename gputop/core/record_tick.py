@@ -28,6 +28,7 @@ from gputop.core.models import (
     XidEvent,
     new_gpu_sample,
 )
+from gputop.core.nodeset import natural_key
 from gputop.core.recording import TickDecoder, TickEncoder
 from gputop.core.summary import ClusterView
 
@@ -190,7 +191,7 @@ class TickPlayer:
             fields[4], fields[6], fields[8], fields[9], fields[11] = (None if v != v else v for v in values)
             by_node.setdefault(node, []).append(new_gpu_sample(GpuSample, tuple(fields)))
         nodes = []
-        for name in sorted({*self.states, *by_node}, key=_natural):
+        for name in sorted({*self.states, *by_node}, key=natural_key):
             state = self.states.get(name, ["ok", None, None, None])
             reach = Reachability(state[0]) if state[0] in _REACHABILITY else Reachability.DOWN
             if reach is Reachability.OK:
@@ -296,9 +297,3 @@ def _typed(fields: dict[str, Any]) -> dict[str, Any]:
         elif name == "throttle_reasons":
             fields[name] = tuple(_t(v, 100) for v in value) if isinstance(value, list) else ()
     return fields
-
-
-def _natural(name: str) -> tuple[Any, ...]:
-    from gputop.core.nodeset import natural_key
-
-    return tuple(natural_key(name))

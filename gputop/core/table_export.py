@@ -33,7 +33,8 @@ HEADER = (
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
-def _text(value: str) -> str:
+def spreadsheet_safe(value: str) -> str:
+    """Text a spreadsheet will show, never run: a formula-looking start quoted."""
     return "'" + value if value.startswith(_FORMULA_START) else value
 
 
@@ -48,7 +49,7 @@ def table_csv(rows: Iterable[NodeRow]) -> str:
     for row in rows:
         writer.writerow(
             (
-                _text(row.name),
+                spreadsheet_safe(row.name),
                 row.reachability.value,
                 row.gpu_count,
                 "" if row.expected_gpu_count is None else row.expected_gpu_count,
@@ -59,10 +60,12 @@ def table_csv(rows: Iterable[NodeRow]) -> str:
                 _number(row.mem_total_mib),
                 _number(row.power_w),
                 _number(row.power_limit_w),
-                _text(row.slurm_state or ""),
+                spreadsheet_safe(row.slurm_state or ""),
                 row.severity.value,
                 len(row.problems),
-                _text("; ".join(p.message for p in sorted(row.problems, key=lambda p: p.sort_key))),
+                spreadsheet_safe(
+                    "; ".join(p.message for p in sorted(row.problems, key=lambda p: p.sort_key))
+                ),
             )
         )
     return out.getvalue()

@@ -17,6 +17,7 @@ from gputop.core.history_store import METRIC_NAMES
 from gputop.core.nodeset import expand_nodeset
 from gputop.core.recording import Frame, RecordingError, TickDecoder
 from gputop.core.safe_text import safe_line
+from gputop.core.table_export import spreadsheet_safe
 from gputop.sources.recording_file import read_recording
 
 # units are in the names: time (UTC, ISO 8601), time_s (epoch seconds), util_pct, mem_used_mib, ...
@@ -107,14 +108,9 @@ def _write(
             cells = [None if math.isnan(v) else round(v, 3) for v in values]
             if writer is not None:
                 shown = ("" if c is None else f"{c:g}" for c in cells)
-                writer.writerow([stamp, f"{time_s:.3f}", _cell(node), gpu, *shown])
+                writer.writerow([stamp, f"{time_s:.3f}", spreadsheet_safe(node), gpu, *shown])
             else:
                 row = dict(zip(COLUMNS, [stamp, round(time_s, 3), node, gpu, *cells], strict=True))
                 out.write(json.dumps(row) + "\n")
             rows += 1
     return rows
-
-
-def _cell(text: str) -> str:
-    """A node name as a CSV cell a spreadsheet will not read as a formula."""
-    return "'" + text if text.startswith(("=", "+", "-", "@", "\t", "\r")) else text
