@@ -19,7 +19,12 @@ if TYPE_CHECKING:
     from gputop.tui.app import GputopApp
 
 DEMO_CLUSTER_NAME = "demo"
-DEMO_HISTORY_MAX_S = 15 * 60.0  # replaying more would delay a large demo's first frame for little
+# The demo's past, replayed at start so charts and trends have an hour behind them at the first frame.
+DEMO_HISTORY_S = 3600.0
+# ...for up to this many nodes: beyond, the hour shrinks in proportion, so that a large demo's first frame
+# does not wait for long (simulating 3,600 one-second steps of 1,000 nodes, with a result a minute, takes
+# about 5 s here; a 1,000-node demo gets a quarter of an hour, which was the demo's past before).
+DEMO_HISTORY_FULL_NODES = 250
 
 
 class LaunchError(Exception):
@@ -61,21 +66,24 @@ def sources_for(cluster: ClusterConfig, config: Config, clock: Clock) -> list[So
 
 
 def demo_source(config: Config, clock: Clock) -> SimulatorSource:
-    """The simulator for ``config.demo``, started a little before now: its past is replayed to the
-    poller, so GPUs held idle show as idle on the first frame rather than after the configured minutes."""
+    """The simulator for ``config.demo``, started an hour before now: its past is replayed to the poller,
+    so the first frame has an hour of history behind its charts and trends, and GPUs held idle show as
+    idle rather than after the configured minutes."""
     from gputop.sim.demo import SimulatorSource
 
     if TYPE_CHECKING:
         from gputop.sim.simulator import SimulatedCluster
 
     demo = config.demo
-    history_s = min(DEMO_HISTORY_MAX_S, config.thresholds.idle_minutes * 60.0 + 60.0)
+    shrunk_s = DEMO_HISTORY_S * min(1.0, DEMO_HISTORY_FULL_NODES / max(1, demo.nodes))
+    # never less than the idle tracker needs to call a GPU idle at the first frame
+    history_s = max(shrunk_s, config.thresholds.idle_minutes * 60.0 + 60.0)
     now_s = clock.now()
 
     def cluster() -> SimulatedCluster:
         # Imported here, in the source's start, off the event loop: the first frame need not wait for
         # the simulator and numpy to load.
-        from gputop.sim.simulator import SILENT_BEFORE_START_S, SimulatedCluster
+        from gputop.sim.simulator import SimulatedCluster
 
         return SimulatedCluster(
             nodes=demo.nodes,
@@ -83,7 +91,7 @@ def demo_source(config: Config, clock: Clock) -> SimulatorSource:
             gpu_model=demo.gpu_model,
             seed=demo.seed,
             start_time_s=now_s - history_s,
-            silent_at_s=now_s - SILENT_BEFORE_START_S,
+            origin_s=now_s,  # the incidents as fresh at the first frame as they would be with no past
         )
 
     return SimulatorSource(cluster, history_s=history_s)

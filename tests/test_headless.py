@@ -183,7 +183,7 @@ def test_check_on_the_demo_prints_every_incident_worst_first_and_exits_crit(tmp_
         "CRIT gpu007 GPU4 Xid 79: GPU has fallen off the bus; action: drain gpu007, then reboot gpu007: "
         "a GPU reset will not bring GPU4 back"
     ) in lines
-    assert "WARN gpu015 GPU0-7 idle 10 min in job 4812008 (dmitri)" in lines  # the replayed past counts
+    assert "WARN gpu015 GPU0-7 idle 59 min in job 4812011 (dmitri)" in lines  # the replayed hour counts
     words = [line.split()[0] for line in lines[1:]]
     assert words == sorted(words, key=lambda w: w != "CRIT") and set(words) == {"CRIT", "WARN"}
     # the status line first, as monitoring systems read it, with its performance data

@@ -662,3 +662,34 @@ def test_thousand_node_cluster() -> None:
     assert len(sim.incidents) == len(INCIDENT_KINDS)
     sim.advance_to(T0 + 3)
     assert sim.result().nodes[0].sampled_at_s == T0 + 3
+
+
+def test_a_past_before_the_origin_sees_the_incidents_happen_at_their_times() -> None:
+    """The demo's replayed hour: started an hour before its origin, the cluster's incidents are timed
+    from the origin. An Xid is in the kernel log only from its time on; the silent node answers until
+    45 s before the origin; at the origin, everything is as it is for a cluster started there."""
+    origin_s = T0 + 3600.0
+    sim = SimulatedCluster(start_time_s=T0, origin_s=origin_s)
+    plain = SimulatedCluster(start_time_s=origin_s)
+    ecc = incident_node(sim, "ecc_xid")
+    silent = incident_node(sim, "unresponsive")
+    early = by_name(sim.result())
+    assert early[ecc].xid_events == ()  # its Xid 48 is logged 372 s before the origin
+    assert early[silent].sampled_at_s == T0  # answering, with its last readings
+    sim.advance_to(origin_s - 300.0)
+    middle = by_name(sim.result())
+    assert [e.code for e in middle[ecc].xid_events] == [48]  # 79 follows 251 s before the origin
+    assert middle[silent].sampled_at_s == origin_s - 300.0
+    sim.advance_to(origin_s)
+    late = by_name(sim.result())
+    expected = by_name(plain.result())
+    assert late[ecc].xid_events == expected[ecc].xid_events
+    assert late[ecc].xid_events is sim.result().nodes[incident_index(sim, "ecc_xid")].xid_events  # kept
+    assert late[silent].sampled_at_s == origin_s - SILENT_BEFORE_START_S == expected[silent].sampled_at_s
+    for kind in ("xid_job", "xid_reset", "xid_repeat"):
+        name = incident_node(sim, kind)
+        assert late[name].xid_events == expected[name].xid_events, kind
+
+
+def incident_index(cluster: SimulatedCluster, kind: str) -> int:
+    return cluster.node_names.index(incident_node(cluster, kind))

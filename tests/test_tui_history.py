@@ -7,6 +7,7 @@ import csv
 import dataclasses
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from gputop.core.config import Thresholds
@@ -33,8 +34,8 @@ async def test_the_table_shows_a_trend_and_the_node_screen_a_chart_that_switches
         table = app.screen.query_one(NodeTable)
         header = table.render_line(0).text
         assert "Util 5m" in header
-        idle_row = next(i for i, key in enumerate(table.order) if key == "gpu027")  # an idle node
-        table.go_to("gpu027")
+        idle_row = next(i for i, key in enumerate(table.order) if key == "gpu015")  # the idle job's node
+        table.go_to("gpu015")
         await pilot.pause()
         line = table.render_line(idle_row - table.scroll_offset.y + 1).text
         assert "▁▁▁▁" in line  # idle for the whole replayed past
@@ -50,6 +51,13 @@ async def test_the_table_shows_a_trend_and_the_node_screen_a_chart_that_switches
         assert "temperature C over the last 5 min" in chart_text(chart)
         await pilot.press("w")
         assert "temperature C over the last 1 h" in chart_text(chart)
+        # the demo's replayed hour: the chart's readings reach back nearly an hour at the first frame
+        store = app.poller.stage.history_store
+        assert store is not None
+        now_s = app.clock.now()
+        series = store.node_mean("gpu003", "temp_c", 3600.0, now_s)
+        assert series.times_s[0] <= now_s - 55 * 60 and not np.isnan(series.values).all()
+        assert not series.gap_after().any()  # replayed a minute apart: no gap between them
         await pilot.press("w", "w")
         assert "over the last 5 min" in chart_text(chart)
 

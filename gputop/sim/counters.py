@@ -95,7 +95,7 @@ def read_counters(sim: SimulatedCluster, t: float) -> None:
     if t < sim._next_counter_read_s or not sim._counter_nodes:
         return
     sim._next_counter_read_s = t + COUNTER_READ_S
-    minutes = (t - sim.start_time_s) / 60.0 + 600.0  # the counters grew for ten hours before the start
+    minutes = (t - sim.origin_s) / 60.0 + 600.0  # the counters grew for ten hours before the origin
     g_per = sim.gpus_per_node
     buses = sim._pci
     links = sim.model.nvlinks_per_gpu

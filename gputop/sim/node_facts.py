@@ -60,7 +60,7 @@ def setup_static_node_data(sim: SimulatedCluster) -> None:
     # What a MIG GPU's sample shows beyond "no utilization", by (node, GPU index).
     sim._mig_sample_fields = {}
     at = sim._incident_at
-    t0 = sim.start_time_s
+    t0 = sim.origin_s  # the incidents' Xids are timed from it
     if "ib_down" in at:
         ports = list(up)
         ports[3] = IbPort("mlx5_3", 1, "Down", "Disabled", None)
@@ -162,7 +162,8 @@ def flap_ib(sim: SimulatedCluster, t: float) -> None:
     i = sim._incident_at.get("ib_flapping")
     if i is None or len(sim._ib[i]) < 6:
         return
-    down = (t - sim.start_time_s) % FLAP_PERIOD_S < FLAP_DOWN_S
+    # timed from the origin: at the demo's first frame the port has been back for two minutes
+    down = (t - sim.origin_s - FLAP_DOWN_S) % FLAP_PERIOD_S < FLAP_DOWN_S
     ports = sim._ib[i]
     if (not ports[5].is_up) == down:
         return

@@ -49,6 +49,7 @@ from gputop.sim.workload import (
     TRAIN,
     USER_WEIGHTS,
     USERS,
+    XID_JOB_USER,
     SimJob,
     random_stream,
 )
@@ -84,7 +85,7 @@ def setup_scheduler(sim: SimulatedCluster) -> None:
     # Slurm's DRAIN flag and each node's reason (text, user, time); drain() and resume() change them.
     sim._drain = set()
     sim._reasons = {}
-    t0 = sim.start_time_s
+    t0 = sim.origin_s
     if "drained" in at:
         sim._drain.add(at["drained"])
         sim._reasons[at["drained"]] = (DRAIN_REASON, "root", t0 - 2 * 86400.0)
@@ -352,7 +353,7 @@ def setup_incident_jobs(sim: SimulatedCluster) -> None:
     rng = sim._setup_rng
     at = sim._incident_at
     g_per = sim.gpus_per_node
-    t0 = sim.start_time_s
+    t0 = sim.origin_s
     pinned: list[tuple[int, SimJob, float, tuple[int, ...] | None]] = []  # None: the whole node
     for kind, started_ago_s, user in (("hot_gpu", 19800.0, "chen"), ("unresponsive", 33120.0, "alice")):
         node = at.get(kind)
@@ -367,6 +368,12 @@ def setup_incident_jobs(sim: SimulatedCluster) -> None:
         job = make_job(sim, TRAIN, 1, g_per, PINNED_LIMIT_S, rng, user=IDLE_JOB_USER, profile=P_IDLE)
         job.name = "jupyter"
         pinned.append((node, job, 3 * 3600.0, None))
+    node = at.get("xid_job")
+    if node is not None:
+        # One job holds the node since before its Xid 13s (a little before the origin), so both GPUs'
+        # faults are that job's however long a past the demo replays.
+        job = make_job(sim, TRAIN, 1, g_per, PINNED_LIMIT_S, rng, user=XID_JOB_USER, profile=P_TRAIN)
+        pinned.append((node, job, 2 * 3600.0, None))
     node = at.get("mig")
     if node is not None:
         job = make_job(sim, INFER, 1, 1, PINNED_LIMIT_S, rng, user=MIG_JOB_USER, profile=P_INFER)

@@ -22,6 +22,7 @@ queue), `incidents` (the scripted faults), `node_facts` (IB, Xid, topology, NVLi
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 import shlex
@@ -177,10 +178,12 @@ class SimulatedCluster:
         gpu_model: str = "H100",
         seed: int = 42,
         start_time_s: float,
-        silent_at_s: float | None = None,
+        origin_s: float | None = None,
     ) -> None:
-        """``silent_at_s``: when the unresponsive node sent its last sample (default 45 s before the
-        start). The demo, which replays minutes of history first, sets it to 45 s before its first frame."""
+        """``origin_s``: the moment the incidents are written around (default: the start). Their Xids,
+        the drain's time, the silent node's last sample (45 s before it) are timed from it. The demo starts
+        the cluster an hour before its first frame, replays that hour as history, and sets the origin to
+        the first frame: the incidents are then as fresh at the first frame as they are without a past."""
         if nodes < 1:
             raise ValueError("a simulated cluster needs at least one node")
         if gpus_per_node < 1:
@@ -188,7 +191,8 @@ class SimulatedCluster:
         self.model: GpuModel = lookup_gpu_model(gpu_model)
         self.seed = seed
         self.start_time_s = float(start_time_s)
-        self.silent_at_s = self.start_time_s - SILENT_BEFORE_START_S if silent_at_s is None else silent_at_s
+        self.origin_s = self.start_time_s if origin_s is None else float(origin_s)
+        self.silent_at_s = self.origin_s - SILENT_BEFORE_START_S
         self.gpus_per_node = gpus_per_node
         width = max(3, len(str(nodes)))
         self.node_names: tuple[str, ...] = tuple(f"gpu{i + 1:0{width}d}" for i in range(nodes))
@@ -271,13 +275,12 @@ class SimulatedCluster:
         step_index = self._step_index
         t = self.now_s
         g_per = self.gpus_per_node
-        frozen = self._frozen
         nodes: list[NodeSample] = []
         for lo in range(0, self._n, max(1, chunk_nodes)):
             hi = min(self._n, lo + max(1, chunk_nodes))
             gpus = self._build_gpus(lo * g_per, hi * g_per)
             nodes.extend(
-                frozen if frozen is not None and i == self._frozen_node else self._node_sample(i, gpus, t, lo)
+                self._frozen_sample(t) if i == self._frozen_node else self._node_sample(i, gpus, t, lo)
                 for i in range(lo, hi)
             )
             await yield_to_ui()
@@ -294,9 +297,8 @@ class SimulatedCluster:
             return self._result
         t = self.now_s
         gpus = self._build_gpus()
-        frozen = self._frozen
         nodes = [
-            frozen if frozen is not None and i == self._frozen_node else self._node_sample(i, gpus, t)
+            self._frozen_sample(t) if i == self._frozen_node else self._node_sample(i, gpus, t)
             for i in range(self._n)
         ]
         self._result = SourceResult(nodes=tuple(nodes), slurm=slurm_state(self, t))
@@ -640,6 +642,23 @@ class SimulatedCluster:
             )
         return out
 
+    def _frozen_sample(self, t: float) -> NodeSample:
+        """The silent node's sample: the same object from the moment it went silent; before that (the
+        demo's replayed past) its readings as they were then, taken at ``t``."""
+        frozen = self._frozen
+        if frozen is None:
+            raise RuntimeError("the cluster has no silent node")
+        if t >= self.silent_at_s:
+            return frozen
+        return dataclasses.replace(frozen, sampled_at_s=t, xid_events=self._xids_by(self._frozen_node, t))
+
+    def _xids_by(self, i: int, t: float) -> tuple[XidEvent, ...]:
+        """Node i's Xid events logged by ``t``: the kernel's log before then did not hold the later ones."""
+        events = self._xids[i]
+        if not events or max(event.time_s for event in events) <= t:
+            return events  # the same tuple each step, as the trackers' identity checks like it
+        return tuple(event for event in events if event.time_s <= t)
+
     def _node_sample(self, i: int, gpus: list[GpuSample], t: float, first_node: int = 0) -> NodeSample:
         """Node i's sample; `gpus` holds the GPUs of the nodes from `first_node` on."""
         g_per = self.gpus_per_node
@@ -656,6 +675,6 @@ class SimulatedCluster:
             g_per,
             None,
             self._ib[i],
-            self._xids[i],
+            self._xids_by(i, t),
             typed_facts(self, i, t),
         )

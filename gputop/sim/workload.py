@@ -62,6 +62,9 @@ IDLE_JOB_USER: Final = "dmitri"
 MIG_JOB_USER: Final = "farah"
 
 
+XID_JOB_USER: Final = "gwen"  # whose job's two GPUs both log Xid 13
+
+
 # What a job does to its GPUs.
 P_TRAIN, P_INFER, P_LOADER, P_IDLE = 0, 1, 2, 3
 
