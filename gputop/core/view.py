@@ -88,22 +88,21 @@ class ViewStage:
         return self.history_store
 
     def replay(self, history: Iterable[ClusterSnapshot]) -> None:
-        """A source's recent past (the demo's), oldest first, through the trackers that need time."""
+        """A source's recent past (the demo's), oldest first, derived as live snapshots are: the trackers
+        that need time get it, the history store gets the readings and each node's problem counts, and
+        the alerts their start times. Each snapshot stands for the time up to the next one."""
         last_s: float | None = None
         for snapshot in history:
-            self.idle_tracker.update(snapshot)
-            self.health_tracker.update(snapshot)
-            self.ib_flap_tracker.update(snapshot)
-            self.counter_rate_tracker.update(snapshot)
-            store = self._store()
-            if store is not None:
-                span_s = snapshot.taken_at_s - last_s if last_s is not None else self.interval_s
-                store.append(snapshot.taken_at_s, snapshot.nodes, {}, span_s)
+            span_s = snapshot.taken_at_s - last_s if last_s is not None else self.interval_s
+            self.derive(snapshot, span_s=span_s)
             last_s = snapshot.taken_at_s
 
-    def derive(self, snapshot: ClusterSnapshot, source_errors: tuple[str, ...] = ()) -> ClusterView:
-        """The next view, all at once."""
-        steps = self.steps(snapshot, source_errors)
+    def derive(
+        self, snapshot: ClusterSnapshot, source_errors: tuple[str, ...] = (), *, span_s: float | None = None
+    ) -> ClusterView:
+        """The next view, all at once. ``span_s``: how long the snapshot stands for in the history (default:
+        the poll interval)."""
+        steps = self.steps(snapshot, source_errors, span_s=span_s)
         while True:
             try:
                 next(steps)
@@ -112,7 +111,7 @@ class ViewStage:
                 return view
 
     def steps(
-        self, snapshot: ClusterSnapshot, source_errors: tuple[str, ...] = ()
+        self, snapshot: ClusterSnapshot, source_errors: tuple[str, ...] = (), *, span_s: float | None = None
     ) -> Generator[None, None, ClusterView]:
         """The next view, a slice at a time: yields between slices, returns the view (and keeps it as the
         previous view of the next snapshot)."""
@@ -159,7 +158,9 @@ class ViewStage:
         yield
         store = self._store()
         if store is not None:
-            store.append(snapshot.taken_at_s, snapshot.nodes, rows, self.interval_s)
+            store.append(
+                snapshot.taken_at_s, snapshot.nodes, rows, self.interval_s if span_s is None else span_s
+            )
             yield
         now_s = snapshot.taken_at_s
         settling = self.first_look.settling(snapshot.nodes, now_s)
