@@ -55,7 +55,7 @@ def main() -> int:
     cluster = SimulatedCluster(nodes=args.nodes, gpus_per_node=8, gpu_model="H100", seed=42, start_time_s=T0)
     rss_before_mb = rss_mb()
     stage = ViewStage(Thresholds(), interval_s=1.0, history=HistoryConfig())
-    store = stage.history_store
+    store = stage.store()
     assert store is not None
     append_s: list[float] = []
     real_append = store.append

@@ -52,13 +52,18 @@ METRICS: Final = (
 )
 METRIC_NAMES: Final = tuple(m.name for m in METRICS)
 _FIELDS: Final = tuple(GpuSample._fields.index(m.name) for m in METRICS)
-# one pass over the GPUs reads their index and the five readings
-_READ = itemgetter(0, *_FIELDS)
+# the GPU's index, then the five readings
+_READERS: Final = tuple(itemgetter(field) for field in (0, *_FIELDS))
 _WIDTH: Final = 1 + len(METRICS)
 COUNTS: Final = ("crit", "warn")  # per node, each tick
 # the cluster as a whole, each tick, for the dashboard's strip: kept for an hour
 CLUSTER_SERIES: Final = ("util_pct", "power_w", "crit", "warn")
 CLUSTER_WINDOW_S: Final = 3600.0
+
+# per metric (a column vector, to scale a row per metric): its step, its largest reading, its gap
+_STEPS: Final = np.array([[m.step] for m in METRICS], dtype=np.float32)
+_TOPS: Final = np.array([[np.iinfo(m.dtype).max - 1] for m in METRICS], dtype=np.float32)
+_GAPS_WIDE: Final = np.array([np.iinfo(m.dtype).max for m in METRICS], dtype=np.float32)
 
 MINUTE_S: Final = 60.0
 FIRST_COLUMNS: Final = 256  # grown by doubling
@@ -93,12 +98,19 @@ class Series:
 
 
 def gather(nodes: Sequence[NodeSample]) -> tuple[list[NodeSample], FloatArray]:
-    """The nodes that answer, and their GPUs' index and five readings, a row per GPU (NaN: none)."""
+    """The nodes that answer, and their GPUs' index and five readings: a row per field (index first), a
+    column per GPU (NaN: none)."""
     answering = [n for n in nodes if n.reachability is Reachability.OK and n.gpus]
-    count = sum(len(n.gpus) for n in answering) * _WIDTH
-    # straight from the samples into the array, no list between (None reads as NaN)
-    readings = chain.from_iterable(map(_READ, chain.from_iterable(n.gpus for n in answering)))
-    return answering, np.fromiter(readings, dtype=np.float32, count=count).reshape(-1, _WIDTH)
+    gpus = list(chain.from_iterable(n.gpus for n in answering))
+    if not gpus:
+        return answering, np.empty((_WIDTH, 0), dtype=np.float32)
+    # A field at a time, straight from the samples into its row (None reads as NaN): at 8,000 GPUs
+    # this is the tick's largest cost, and one pass per field takes about 60 % of one pass over
+    # each GPU's six fields at once.
+    count = len(gpus)
+    return answering, np.vstack(
+        [np.fromiter(map(read, gpus), dtype=np.float32, count=count) for read in _READERS]
+    )
 
 
 class _Ring:
@@ -213,7 +225,7 @@ class HistoryStore:
             return  # a tick from the past (a clock stepped back) would break the rows' order
         self._last_time_s = time_s
         answering, flat = gather(nodes)
-        columns = self._columns_of(answering, flat[:, 0])
+        columns = self._columns_of(answering, flat[0])
         minute = math.floor(time_s / MINUTE_S) * MINUTE_S
         if self._minute is not None and minute != self._minute:
             self._close_minute()
@@ -222,14 +234,18 @@ class HistoryStore:
         # The usual tick: the same GPUs as the first one, in the same order, in columns 0..n-1; slices
         # then stand for index arrays (a fancy index costs several times a slice).
         at: slice | npt.NDArray[np.int64] = slice(0, len(columns)) if self._contiguous else columns
-        for k, spec in enumerate(METRICS):
-            values = flat[:, k + 1]
-            self.fine.data[k][row, at] = quantize(values, spec)
-            present = ~np.isnan(values)
-            # a column is in a tick once (a node listing one GPU index twice: the last one counts)
-            self._sum[k, at] += np.where(present, values, 0.0)
-            self._count[k, at] += present
-            self._max[k, at] = np.fmax(self._max[k, at], values)  # fmax: a NaN leaves the maximum as it was
+        # the five metrics at once, a row each: one numpy call per step rather than five
+        values = flat[1:]
+        present = ~np.isnan(values)
+        scaled = np.rint(values / _STEPS)
+        np.clip(scaled, 0.0, _TOPS, out=scaled)
+        scaled[~present] = _GAPS_WIDE[np.nonzero(~present)[0]]
+        for k in range(len(METRICS)):
+            self.fine.data[k][row, at] = scaled[k]  # cast to the metric's own dtype on the way in
+        # a column is in a tick once (a node listing one GPU index twice: the last one counts)
+        self._sum[:, at] += np.where(present, values, 0.0)
+        self._count[:, at] += present
+        self._max[:, at] = np.fmax(self._max[:, at], values)  # fmax: a NaN leaves the maximum as it was
         totals = self._append_counts(time_s, rows, span_s)
         self._append_cluster(time_s, span_s, flat, totals)
 
@@ -240,7 +256,7 @@ class HistoryStore:
         self.cluster_written += 1
         self.cluster_times_s[row] = time_s
         self.cluster_spans_s[row] = span_s
-        util, power = flat[:, 1 + METRIC_NAMES.index("util_pct")], flat[:, 1 + METRIC_NAMES.index("power_w")]
+        util, power = flat[1 + METRIC_NAMES.index("util_pct")], flat[1 + METRIC_NAMES.index("power_w")]
         present_util, present_power = util[~np.isnan(util)], power[~np.isnan(power)]
         crit, warn = totals if totals is not None else (np.nan, np.nan)
         self.cluster_values[:, row] = (

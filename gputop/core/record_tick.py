@@ -100,7 +100,7 @@ class TickRecorder:
         snapshot = view.snapshot
         answering, flat = gather(snapshot.nodes)
         layout = [(node.name, gpu.index) for node in answering for gpu in node.gpus]
-        document, arrays = self.encoder.encode(snapshot.taken_at_s, layout, flat[:, 1:])
+        document, arrays = self.encoder.encode(snapshot.taken_at_s, layout, flat[1:].T)
         document["kind"] = "tick"
         document["t"] = snapshot.taken_at_s
         changes: dict[str, Any] = {}

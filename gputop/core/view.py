@@ -77,7 +77,8 @@ class ViewStage:
         self._history_config = history
         self.history_store: HistoryStore | None = None
 
-    def _store(self) -> HistoryStore | None:
+    def store(self) -> HistoryStore | None:
+        """The history store, made at the first call (None: this stage keeps no history)."""
         if self.history_store is None and self._history_config is not None:
             from gputop.core.history_store import HistoryStore
 
@@ -156,7 +157,7 @@ class ViewStage:
             yield
         jobs = job_rows(snapshot, idle, previous.jobs if previous is not None else None)
         yield
-        store = self._store()
+        store = self.store()
         if store is not None:
             store.append(
                 snapshot.taken_at_s, snapshot.nodes, rows, self.interval_s if span_s is None else span_s
