@@ -21,10 +21,10 @@ if TYPE_CHECKING:
 DEMO_CLUSTER_NAME = "demo"
 # The demo's past, replayed at start so charts and trends have an hour behind them at the first frame.
 DEMO_HISTORY_S = 3600.0
-# ...for up to this many nodes: beyond, the hour shrinks in proportion, so that a large demo's first frame
-# does not wait for long (simulating 3,600 one-second steps of 1,000 nodes, with a result a minute, takes
-# about 5 s here; a 1,000-node demo gets a quarter of an hour, which was the demo's past before).
-DEMO_HISTORY_FULL_NODES = 250
+# ...for up to this many nodes: beyond, the hour shrinks in proportion, down to what the idle tracker
+# needs, so that a large demo's first frame does not wait for long (simulating an hour of 1,000 nodes,
+# one-second steps with a derived snapshot a minute, takes about 5 s here; 180 nodes take under one).
+DEMO_HISTORY_FULL_NODES = 180
 
 
 class LaunchError(Exception):

@@ -135,10 +135,32 @@ class Poller:
                 for taken_at_s, result in take_history()
             )
 
+    async def _start_over(self) -> None:
+        """A source that jumped in time (a replay) hands over the past before its new time: the view stage
+        forgets its own and derives that one, yielding between snapshots so keys are still answered."""
+        for source in self.sources:
+            take_jump = getattr(source, "take_jump", None)
+            past = take_jump() if take_jump is not None else None
+            if past is None:
+                continue
+            self.stage.forget()
+            last_s: float | None = None
+            for taken_at_s, result in past:
+                snapshot = ClusterSnapshot.build(
+                    cluster=self.cluster, taken_at_s=taken_at_s, nodes=result.nodes, slurm=result.slurm
+                )
+                span_s = taken_at_s - last_s if last_s is not None else None
+                for _ in self.stage.steps(snapshot, span_s=span_s):
+                    await yield_to_ui()
+                last_s = taken_at_s
+
     async def tick(self) -> ClusterView:
         now_s = self.clock.now()
         results = await asyncio.gather(*(self._collect(source, now_s) for source in self.sources))
+        await self._start_over()
         cpu_started = time.process_time()
+        # a source that stands for more than the interval (a replay playing fast) says how much
+        span_s = max((r.span_s for r in results if r.span_s is not None), default=None)
         nodes: list[NodeSample] = []
         slurm: SlurmState | None = None
         for result in results:
@@ -157,7 +179,7 @@ class Poller:
         )
         # Each stretch between yields is a few milliseconds at most: a key press waits for one, not
         # for the tick (a key's handling hops through several queues, each of which would wait).
-        steps = self.stage.steps(snapshot, tuple(self._source_errors.values()))
+        steps = self.stage.steps(snapshot, tuple(self._source_errors.values()), span_s=span_s)
         while True:
             try:
                 next(steps)

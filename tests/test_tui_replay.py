@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from gputop.clock import FrozenClock
 from gputop.core.config import Config, Thresholds
 from gputop.core.models import ClusterSnapshot
 from gputop.core.record_tick import TickRecorder
-from gputop.core.recording import frame, header
+from gputop.core.recording import Frame, frame, header
 from gputop.core.view import ViewStage
 from gputop.sim.simulator import SimulatedCluster
 from gputop.sources.recording_file import read_recording
@@ -26,16 +28,7 @@ TICKS = 90
 
 def demo_recording(path: Path) -> None:
     """90 s of the 32-node demo, one frame a second, as `gputop record` writes it."""
-    cluster = SimulatedCluster(nodes=32, gpus_per_node=8, gpu_model="H100", seed=42, start_time_s=T0)
-    stage = ViewStage(Thresholds(), interval_s=1.0)
-    recorder = TickRecorder()
-    data = header({"cluster": "demo", "interval_s": 1.0})
-    for tick in range(TICKS):
-        cluster.advance_to(T0 + tick)
-        result = cluster.result()
-        view = stage.derive(ClusterSnapshot.build("demo", T0 + tick, result.nodes, result.slurm))
-        data += frame(*recorder.frame(view))
-    path.write_bytes(data)
+    long_recording(path, TICKS, nodes=32)
 
 
 def replay_app(path: Path) -> tuple[GputopApp, ReplaySource, ReplayClock]:
@@ -123,3 +116,99 @@ async def test_a_recording_of_format_1_0_still_replays() -> None:
         view = app.view
         assert view is not None and view.snapshot.taken_at_s == T0 + 60
         assert view.summary.alerts_crit > 0
+
+
+def long_recording(path: Path, ticks: int, *, nodes: int = 8, hole: tuple[int, int] | None = None) -> None:
+    """``ticks`` seconds of the demo, a frame a second (none for the seconds in ``hole``)."""
+    cluster = SimulatedCluster(nodes=nodes, gpus_per_node=8, gpu_model="H100", seed=42, start_time_s=T0)
+    stage = ViewStage(Thresholds(), interval_s=1.0)
+    recorder = TickRecorder()
+    data = header({"cluster": "demo", "interval_s": 1.0})
+    for tick in range(ticks):
+        cluster.advance_to(T0 + tick)
+        if hole is not None and hole[0] <= tick < hole[1]:
+            continue
+        result = cluster.result()
+        view = stage.derive(ClusterSnapshot.build("demo", T0 + tick, result.nodes, result.slurm))
+        data += frame(*recorder.frame(view))
+    path.write_bytes(data)
+
+
+def played_straight(path: Path, time_s: float) -> tuple[object, ...]:
+    """The samples a replay shows at ``time_s`` when it got there a second at a time."""
+    source = ReplaySource(read_recording(path))
+    for tick_s in range(int(source.start_s), int(time_s) + 1):
+        result = source.at(float(tick_s))
+    return result.nodes
+
+
+def test_a_jump_unpacks_from_the_last_full_frame_and_lays_out_the_past(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "long.gtr"
+    long_recording(path, 600)
+    source = ReplaySource(read_recording(path))
+    unpacked: list[int] = []
+    arrays = Frame.arrays
+
+    def counting(found: Frame) -> object:
+        unpacked.append(found.offset)
+        return arrays.fget(found)  # type: ignore[attr-defined]
+
+    monkeypatch.setattr(Frame, "arrays", property(counting))
+    source.at(T0)
+    assert source.take_jump() is None  # the start is no jump
+    target_s = T0 + 590
+    nodes = source.at(target_s).nodes
+    past = source.take_jump()
+    assert past is not None
+    times = [t for t, _ in past]
+    # a tick a minute from the recording's start (the hour before reaches past it), every 30 s for
+    # the last five minutes, all before the jump's time
+    assert times == sorted(times) and times[0] == T0 and times[-1] < target_s
+    assert {T0 + 60 * k for k in range(5)} <= set(times)
+    assert {target_s - 30 * k for k in range(1, 10)} <= set(times)
+    # before the last five minutes (and the full frame they start from) only the full frames unpack
+    offsets = {f.offset: t for f, t in zip(source.frames, source.times_s, strict=True)}
+    keyframes = {source.frames[i].offset for i in source.keyframes}
+    early = {o for o in unpacked if offsets[o] < target_s - 300 - 60}
+    assert early and early <= keyframes
+    monkeypatch.setattr(Frame, "arrays", arrays)
+    assert nodes == played_straight(path, target_s)
+    # back: the same as getting there from the start, and a jump again
+    back = source.at(T0 + 100).nodes
+    assert source.take_jump() is not None
+    assert back == played_straight(path, T0 + 100)
+
+
+def test_fast_play_stands_for_the_ticks_it_passed_over_but_not_across_a_hole(tmp_path: Path) -> None:
+    path = tmp_path / "holed.gtr"
+    long_recording(path, 300, hole=(100, 160))
+    source = ReplaySource(read_recording(path))
+    assert source.at(T0).span_s is None
+    assert source.at(T0 + 1).span_s is None  # the next tick: the poll interval says it
+    assert source.at(T0 + 65).span_s == 64.0  # 64x: one tick for 64 recorded seconds
+    assert source.take_jump() is None
+    # across the minute gputop did not record: no span, so the history keeps the gap
+    result = source.at(T0 + 170)
+    assert source.take_jump() is None and result.span_s is None
+
+
+async def test_after_a_jump_the_charts_have_the_recorded_past_before_it(tmp_path: Path) -> None:
+    path = tmp_path / "long.gtr"
+    long_recording(path, 600)
+    app, _source, clock = replay_app(path)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await wait_for_data(pilot)
+        clock.seek(T0 + 590)
+        app.poller.refresh_now()
+        await pilot.pause(1.0)
+        view = app.view
+        assert view is not None and view.snapshot.taken_at_s == T0 + 590
+        store = view.history
+        assert store is not None
+        # from the recording's start: the minutes the jump passed over are in the history, not a gap
+        series = store.node_mean("gpu001", "util_pct", 900.0, T0 + 590)
+        assert series.times_s[0] == T0 and len(series) >= 15
+        assert not series.gap_after().any()
+        assert len(store.node_mean("gpu001", "util_pct", 3600.0, T0 + 590)) == 9  # the minutes closed

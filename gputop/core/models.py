@@ -273,6 +273,9 @@ class SourceResult:
 
     nodes: tuple[NodeSample, ...] = ()
     slurm: SlurmState | None = None
+    # how long of the source's own time the result stands for, where that is not the poll interval: a
+    # replay at 64x hands over a tick that stands for the 64 recorded seconds it passed over
+    span_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -220,6 +220,12 @@ class TickPlayer:
         self._take(document.get("changes") or {})
         return self.decoder.decode(document, arrays)
 
+    def pass_over(self, document: Mapping[str, Any]) -> None:
+        """Takes in a frame's changes alone, its readings left packed: for the ticks before the full frame
+        a seek starts from (the readings of a tick before a full frame are never needed)."""
+        self._take(document.get("changes") or {})
+        self.decoder.skip(document)
+
     def _template(self, node: str, index: int) -> list[Any]:
         """A GPU's fields in GpuSample's order, in their types, readings empty: worked out once per change."""
         key = (node, index)

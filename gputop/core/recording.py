@@ -87,11 +87,40 @@ def frame(document: Mapping[str, Any], arrays: Mapping[str, npt.NDArray[Any]] | 
     return _FRAME_HEAD.pack(FRAME_MAGIC, len(payload), zlib.crc32(payload)) + payload
 
 
-@dataclass(frozen=True, slots=True)
 class Frame:
-    document: dict[str, Any]
-    arrays: dict[str, npt.NDArray[Any]]
-    offset: int  # where the frame starts in the file
+    """One frame: its document read at once (times, changes), its arrays only when asked for. A day's
+    recording of 1,000 nodes is about a gigabyte compressed and five unpacked: a replay keeps the
+    compressed bytes (the file's own pages, mapped) and unpacks the arrays of the frames it shows."""
+
+    __slots__ = ("_listed", "_payload", "document", "offset")
+
+    def __init__(
+        self, document: dict[str, Any], offset: int, payload: bytes | memoryview, listed: list[Any]
+    ) -> None:
+        self.document = document
+        self.offset = offset  # where the frame starts in the file
+        self._payload = payload
+        self._listed = listed
+
+    @property
+    def arrays(self) -> dict[str, npt.NDArray[Any]]:
+        """The frame's arrays, unpacked now (ValueError: they do not read as the document lists them)."""
+        if not self._listed:
+            return {}
+        try:
+            body = zstandard.ZstdDecompressor().decompress(self._payload, max_output_size=MAX_FRAME_BYTES * 4)
+        except zstandard.ZstdError as err:
+            raise ValueError(f"the frame's arrays cannot be unpacked: {err}") from None
+        at = body.index(b"\n") + 1
+        arrays: dict[str, npt.NDArray[Any]] = {}
+        for name, dtype, shape in self._listed:
+            count = int(np.prod(shape)) if shape else 1
+            size = count * np.dtype(dtype).itemsize
+            if at + size > len(body):
+                raise ValueError(f"array {name!r} is cut short")
+            arrays[str(name)] = np.frombuffer(body, dtype=dtype, count=count, offset=at).reshape(shape)
+            at += size
+        return arrays
 
 
 @dataclass(slots=True)
@@ -103,11 +132,15 @@ class Frames:
 
 
 _ALLOWED_DTYPES: Final = {"uint8", "uint16", "int16", "int32", "int64", "float32", "float64"}
+_DOCUMENT_CHUNK: Final = 16 * 1024
 
 
-def read_frames(data: bytes, start: int) -> Frames:
+def read_frames(data: bytes | memoryview, start: int) -> Frames:
+    """Every whole frame from ``start`` on: each one's CRC checked and its document read; its arrays stay
+    packed in ``data`` (which the frames keep) until asked for."""
     found = Frames()
     at = start
+    view = memoryview(data)
     decompressor = zstandard.ZstdDecompressor()
     while at < len(data):
         if len(data) - at < _FRAME_HEAD.size:
@@ -119,7 +152,7 @@ def read_frames(data: bytes, start: int) -> Frames:
         if magic != FRAME_MAGIC or length > MAX_FRAME_BYTES:
             found.stopped = f"bytes at offset {at} are not a frame: the rest is not read"
             break
-        payload = data[at + _FRAME_HEAD.size : at + _FRAME_HEAD.size + length]
+        payload = view[at + _FRAME_HEAD.size : at + _FRAME_HEAD.size + length]
         if len(payload) < length:
             found.stopped = "the last frame is cut short (the recorder stopped mid-write)"
             break
@@ -127,8 +160,8 @@ def read_frames(data: bytes, start: int) -> Frames:
             found.stopped = f"the frame at offset {at} is damaged (CRC mismatch): the rest is not read"
             break
         try:
-            parsed = _parse(decompressor.decompress(payload, max_output_size=MAX_FRAME_BYTES * 4), at)
-        except (zstandard.ZstdError, ValueError, KeyError, TypeError) as err:
+            parsed = _parse(_document_bytes(decompressor, payload), payload, at)
+        except (zstandard.ZstdError, ValueError, KeyError, TypeError, RecursionError) as err:
             found.stopped = f"the frame at offset {at} cannot be read ({err}): the rest is not read"
             break
         found.frames.append(parsed)
@@ -136,23 +169,40 @@ def read_frames(data: bytes, start: int) -> Frames:
     return found
 
 
-def _parse(body: bytes, offset: int) -> Frame:
-    end = body.index(b"\n")
-    document = json.loads(body[:end])
+def _document_bytes(decompressor: zstandard.ZstdDecompressor, payload: memoryview) -> bytes:
+    """The payload's first line (the JSON document), unpacking no more of it than that takes."""
+    head = b""
+    with decompressor.stream_reader(payload) as reader:
+        while b"\n" not in head:
+            chunk = reader.read(_DOCUMENT_CHUNK)
+            if not chunk:
+                raise ValueError("a frame's document has no end")
+            head += chunk
+            if len(head) > MAX_FRAME_BYTES:
+                raise ValueError("a frame's document is too long")
+    return head[: head.index(b"\n")]
+
+
+def _parse(document_bytes: bytes, payload: memoryview, offset: int) -> Frame:
+    document = json.loads(document_bytes)
     if not isinstance(document, dict):
         raise ValueError("a frame's document is not an object")
-    arrays: dict[str, npt.NDArray[Any]] = {}
-    at = end + 1
-    for name, dtype, shape in document.pop("arrays", []):
-        if dtype not in _ALLOWED_DTYPES or not all(isinstance(n, int) and n >= 0 for n in shape):
+    listed = document.pop("arrays", [])
+    if not isinstance(listed, list):
+        raise ValueError("a frame's array list is not a list")
+    for entry in listed:
+        if not (isinstance(entry, list) and len(entry) == 3):
+            raise ValueError("a frame's array entry is not [name, dtype, shape]")
+        name, dtype, shape = entry
+        if (
+            dtype not in _ALLOWED_DTYPES
+            or not isinstance(shape, list)
+            or not all(
+                isinstance(n, int) and not isinstance(n, bool) and 0 <= n <= MAX_FRAME_BYTES for n in shape
+            )
+        ):
             raise ValueError(f"array {name!r} has an unexpected type")
-        count = int(np.prod(shape)) if shape else 1
-        size = count * np.dtype(dtype).itemsize
-        if at + size > len(body):
-            raise ValueError(f"array {name!r} is cut short")
-        arrays[str(name)] = np.frombuffer(body, dtype=dtype, count=count, offset=at).reshape(shape)
-        at += size
-    return Frame(document, arrays, offset)
+    return Frame(document, offset, payload, listed)
 
 
 # -- ticks -------------------------------------------------------------------------------------------------
@@ -208,15 +258,24 @@ class TickDecoder:
         self.layout: list[tuple[str, int]] = []
         self._last: list[npt.NDArray[Any]] | None = None
 
-    def decode(
-        self, document: Mapping[str, Any], arrays: Mapping[str, npt.NDArray[Any]]
-    ) -> npt.NDArray[np.float32] | None:
-        """The tick's readings (GPUs in `layout` order x 5), or None for a delta with nothing to add to."""
+    def skip(self, document: Mapping[str, Any]) -> None:
+        """Passes over a tick without its arrays (a seek to a later full frame): its layout is kept, the
+        readings are not, so only a full frame can follow."""
+        self._take_layout(document)
+        self._last = None
+
+    def _take_layout(self, document: Mapping[str, Any]) -> None:
         if "layout" in document:
             layout = document["layout"]
             if not isinstance(layout, list):
                 raise ValueError("layout is not a list")
             self.layout = [(str(node), int(gpu)) for node, gpu in layout]
+
+    def decode(
+        self, document: Mapping[str, Any], arrays: Mapping[str, npt.NDArray[Any]]
+    ) -> npt.NDArray[np.float32] | None:
+        """The tick's readings (GPUs in `layout` order x 5), or None for a delta with nothing to add to."""
+        self._take_layout(document)
         columns = [np.asarray(arrays[spec.name], dtype=np.dtype(spec.dtype)) for spec in METRICS]
         if any(len(c) != len(self.layout) for c in columns):
             raise ValueError("a tick's arrays do not match its layout")

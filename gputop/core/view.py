@@ -56,25 +56,32 @@ class ViewStage:
         self.interval_s = interval_s
         self.scales = heat_scales(thresholds.temp_warn_c, thresholds.mem_warn_pct, thresholds.power_warn_pct)
         self.cell_metric = Metric.UTIL  # the metric whose map cells each view carries; the UI switches it
+        self._judge_at_once = judge_at_once
+        # what gputop remembers across restarts; the caller loads it and saves it (None: nothing kept)
+        self.history: EventHistory | None = None
+        self._history_config = history
+        self.forget()
+
+    def forget(self) -> None:
+        """Starts over with no past: the trackers, the alerts and the history store as new (a replay that
+        jumps in time; its own past is then replayed to it). The remembered events stay the caller's."""
+        thresholds = self.thresholds
         self.idle_tracker = IdleTracker(
             thresholds.idle_util_pct,
             thresholds.idle_minutes,
-            max_step_s=max(MIN_IDLE_STEP_S, MAX_IDLE_STEP_INTERVALS * interval_s),
+            max_step_s=max(MIN_IDLE_STEP_S, MAX_IDLE_STEP_INTERVALS * self.interval_s),
         )
         self.interconnect_tracker = InterconnectTracker()
         self.health_tracker = HealthTracker(thresholds)
         self.ib_flap_tracker = IbFlapTracker(thresholds.ib_flap_grace_s, thresholds.ib_flap_window_min * 60.0)
         self.counter_rate_tracker = CounterRateTracker()
-        if judge_at_once:
+        if self._judge_at_once:
             self.health_tracker.sustain_s = 0.0
         self.alert_book = AlertBook()
         self.first_look = FirstLook()
         self.view: ClusterView | None = None
-        # what gputop remembers across restarts; the caller loads it and saves it (None: nothing kept)
-        self.history: EventHistory | None = None
         # every GPU's recent readings, for charts and sparklines (None: a round without a past); made at
         # the first snapshot, so numpy is not loaded before the first frame is painted
-        self._history_config = history
         self.history_store: HistoryStore | None = None
 
     def store(self) -> HistoryStore | None:

@@ -145,7 +145,10 @@ def read_recording(path: str | Path) -> Recording:
         size = os.fstat(file.fileno()).st_size
         if size == 0:
             raise RecordingError(f"{target} is empty")
-        with mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as data:
-            meta, start = read_header(bytes(data[: min(size, 70_000)]))
-            frames = read_frames(data, start)  # type: ignore[arg-type]
+        # Mapped, not read: the frames keep their packed arrays as views of the file's pages, which
+        # the system pages in as a replay shows them and may drop again (a day is about a gigabyte).
+        # The map outlives the file object (it holds its own descriptor) and goes with the frames.
+        data = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
+    meta, start = read_header(bytes(data[: min(size, 70_000)]))
+    frames = read_frames(memoryview(data), start)
     return Recording(meta, frames)
