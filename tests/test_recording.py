@@ -68,7 +68,7 @@ def test_a_file_cut_anywhere_reads_up_to_its_last_whole_frame() -> None:
     frames = [frame({"kind": "tick", "n": n}) for n in range(5)]
     data = header({"cluster": "c"}) + b"".join(frames)
     meta, start = read_header(data)
-    assert meta["cluster"] == "c" and meta["version"] == [1, 0]
+    assert meta["cluster"] == "c" and meta["version"] == [1, 1]
     assert [f.document["n"] for f in read_frames(data, start).frames] == [0, 1, 2, 3, 4]
     for cut in range(start, len(data)):
         read = read_frames(data[:cut], start)
@@ -83,7 +83,7 @@ def test_a_file_cut_anywhere_reads_up_to_its_last_whole_frame() -> None:
 
 def test_a_newer_major_version_is_refused_and_other_files_are_named() -> None:
     newer = b'GPUTOPREC {"format": "gputop-recording", "version": [2, 0]}\n'
-    with pytest.raises(RecordingError, match=r"format 2\.0, newer than this gputop reads \(1\.0\)"):
+    with pytest.raises(RecordingError, match=r"format 2\.0, newer than this gputop reads \(1\.1\)"):
         read_header(newer)
     assert read_header(b'GPUTOPREC {"format": "gputop-recording", "version": [1, 7]}\n')[0]["version"] == [
         1,
@@ -255,3 +255,39 @@ async def test_a_fleet_run_over_ssh_with_a_fault_replays_as_it_happened(tmp_path
 def _parts(source: object, time_s: float) -> tuple[object, object]:
     result = source.at(time_s)  # type: ignore[attr-defined]
     return result.nodes, result.slurm
+
+
+def test_slow_facts_infiniband_and_processes_come_back_as_they_were() -> None:
+    """The demo's nodes carry every kind of slow fact (topology, NVLink, MIG listings, counters), IB
+    ports and GPU processes: a replay shows them as they were, so its node screen is the live one's.
+    A fact that does not read as its type (a damaged or hostile file) comes back unread, not wrong."""
+    from gputop.sim.simulator import SimulatedCluster
+
+    cluster = SimulatedCluster(nodes=32, gpus_per_node=8, seed=42, start_time_s=T0)
+    stage = ViewStage(Thresholds(), interval_s=1.0)
+    recorder, player = TickRecorder(), TickPlayer("demo")
+    for tick in range(3):
+        cluster.advance_to(T0 + tick)
+        result = cluster.result()
+        view = stage.derive(ClusterSnapshot.build("demo", T0 + tick, result.nodes, result.slurm))
+        document, arrays = recorder.frame(view)
+        if tick == 1:
+            assert "facts" not in document.get("changes", {})  # unchanged facts cost nothing
+        back = read_frames(frame(document, arrays), 0).frames[0]
+        played = player.play(back.document, back.arrays)
+        assert played is not None
+    kinds: set[str] = set()
+    for live, replayed in zip(result.nodes, played.nodes, strict=True):
+        if live.reachability is not Reachability.OK:
+            continue
+        assert replayed.facts == live.facts, live.name
+        assert (replayed.ib_ports, replayed.ib_failures) == (live.ib_ports, live.ib_failures)
+        assert [g.processes for g in replayed.gpus] == [g.processes for g in live.gpus]
+        kinds |= set(live.facts.read())
+    assert {"topology", "nvlink", "mig_gi", "counters", "nvlink_errors"} <= kinds
+    # a topology that is not one: that fact reads as unread, the node's other facts stay
+    node = played.nodes[0].name
+    player.pass_over(
+        {"t": T0 + 9, "key": False, "changes": {"facts": {node: {"topology": [[["GPU0"]], 1, None]}}}}
+    )
+    assert player.facts[node].topology.value is None and player.facts[node].nvlink.value is not None

@@ -212,3 +212,36 @@ async def test_after_a_jump_the_charts_have_the_recorded_past_before_it(tmp_path
         assert series.times_s[0] == T0 and len(series) >= 15
         assert not series.gap_after().any()
         assert len(store.node_mean("gpu001", "util_pct", 3600.0, T0 + 590)) == 9  # the minutes closed
+
+
+async def test_the_dashboards_record_then_replay_shows_the_node_screens_facts(tmp_path: Path) -> None:
+    """--record records on its own thread; what it wrote replays with the node screen's slow facts
+    (the topology and NVLink panes, the processes), as the live dashboard showed them."""
+    from gputop.tui.screens.node import NodeScreen
+    from tests.tui_helpers import demo_app
+
+    path = tmp_path / "dash.gtr"
+    app = demo_app()
+    app.settings.record_to = str(path)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await wait_for_data(pilot)
+        for _ in range(3):
+            app.poller.refresh_now()
+            await pilot.pause(0.3)
+        live = app.view
+        assert live is not None
+    recording = read_recording(path)
+    assert len(recording.frames.frames) >= 2
+    replay, _source, _clock = replay_app(path)
+    async with replay.run_test(size=(160, 45)) as pilot:
+        await wait_for_data(pilot)
+        view = replay.view
+        assert view is not None
+        node = next(n for n in view.snapshot.nodes if n.name == "gpu001")
+        live_node = next(n for n in live.snapshot.nodes if n.name == "gpu001")
+        assert node.facts.topology.value == live_node.facts.topology.value is not None
+        assert node.ib_ports == live_node.ib_ports and any(g.processes for g in node.gpus)
+        replay.screen.query_one(NodeTable).go_to("gpu001")
+        await pilot.press("enter")
+        await pilot.pause(0.3)
+        assert isinstance(replay.screen, NodeScreen)

@@ -9,16 +9,22 @@ zeros and a few bytes of JSON.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from gputop.core.fact_codec import CodecError, decode, encode
+from gputop.core.facts import FACT_NAMES, NO_FACTS, UNREAD, NodeFacts, Reading
 from gputop.core.history_store import gather
 from gputop.core.models import (
     ClusterSnapshot,
+    GpuProcess,
     GpuSample,
+    IbFailure,
+    IbPort,
     NodeSample,
     Reachability,
     SlurmBaseState,
@@ -29,10 +35,20 @@ from gputop.core.models import (
     new_gpu_sample,
 )
 from gputop.core.nodeset import natural_key
+from gputop.core.parsers.compute_apps import ComputeAppsResult
+from gputop.core.parsers.gpu_list import GpuList
+from gputop.core.parsers.ib import IbStat
+from gputop.core.parsers.mig import MigComputeInstances, MigGpuInstances, MigPlacements, MigProfiles
+from gputop.core.parsers.nvlink import NvlinkStatus
+from gputop.core.parsers.nvlink_errors import NvlinkErrors
+from gputop.core.parsers.smi_counters import SmiCounters
+from gputop.core.parsers.topo import Topology
+from gputop.core.parsers.xid import XidLog
 from gputop.core.recording import TickDecoder, TickEncoder
 from gputop.core.summary import ClusterView
 
 MAX_TEXT = 2000  # an error, a reason or a kernel line, bounded as the live ones are
+FACT_MEMO_SIZE = 4096  # distinct recorded facts kept read
 
 
 def _t(value: object, limit: int = MAX_TEXT) -> str:
@@ -59,10 +75,59 @@ _GPU_FIELDS = (
     "pcie_link_width_lanes",
     "pcie_link_width_max_lanes",
 )
+_PROCESSES_AT = GpuSample._fields.index("processes")
+_MIB_PER_GIB = 1024.0
+
+# Each slow fact's parsed type, by its name in NodeFacts: what a recorded fact is read back as (since 1.1).
+FACT_TYPES: dict[str, type] = {
+    "gpu_list": GpuList,
+    "topology": Topology,
+    "nvlink": NvlinkStatus,
+    "mig_gip": MigProfiles,
+    "mig_gipp": MigPlacements,
+    "mig_gi": MigGpuInstances,
+    "mig_ci": MigComputeInstances,
+    "ibstat": IbStat,
+    "xid": XidLog,
+    "processes": ComputeAppsResult,
+    "counters": SmiCounters,
+    "nvlink_errors": NvlinkErrors,
+}
 
 
 def _gpu_static(gpu: GpuSample) -> list[Any]:
     return [list(v) if isinstance(v, tuple) else v for v in (getattr(gpu, f) for f in _GPU_FIELDS)]
+
+
+def _processes(node: NodeSample) -> list[tuple[int, tuple[tuple[object, ...], ...]]]:
+    """What decides whether the node's processes are recorded again: one starting or ending, or its
+    memory moving by a GiB (a process's memory creeps every tick; recording each creep would cost more
+    than the readings themselves). What is recorded then is the exact value of that moment."""
+    return [
+        (gpu.index, tuple((p.pid, p.name, _gib(p.used_mib), p.user) for p in gpu.processes))
+        for gpu in node.gpus
+        if gpu.processes
+    ]
+
+
+def _gib(mib: float | None) -> int | None:
+    return round(mib / _MIB_PER_GIB) if mib is not None else None
+
+
+def _reading(reading: Reading[object]) -> list[Any]:
+    value = encode(reading.value) if reading.value is not None else None
+    return [value, reading.read_at_s, _t(reading.error) if reading.error is not None else None]
+
+
+def _read_back(name: str, entry: Any) -> Reading[object]:
+    """A recorded fact as its Reading; one that does not read as its type comes back unread."""
+    value_json, read_at_s, error = entry
+    value = decode(value_json, FACT_TYPES[name]) if value_json is not None else None
+    return Reading(
+        value,
+        float(read_at_s) if isinstance(read_at_s, int | float) and not isinstance(read_at_s, bool) else None,
+        _t(error) if isinstance(error, str) else None,
+    )
 
 
 def _slurm_node(node: SlurmNode) -> list[Any]:
@@ -90,6 +155,10 @@ class TickRecorder:
         self._states: dict[str, list[Any]] = {}
         self._static: dict[str, list[list[Any]]] = {}
         self._xids: dict[str, tuple[XidEvent, ...]] = {}
+        # by node: the facts record last recorded, and its readings (a reading unchanged is the same object)
+        self._facts: dict[str, tuple[NodeFacts, dict[str, Reading[object]]]] = {}
+        self._ib: dict[str, tuple[tuple[IbPort, ...], tuple[IbFailure, ...]]] = {}
+        self._processes: dict[str, list[tuple[int, tuple[tuple[object, ...], ...]]]] = {}
         self._slurm_nodes: dict[str, list[Any]] = {}
         self._jobs: list[list[Any]] | None = None
         self._problems: dict[str, list[list[Any]]] = {}
@@ -143,6 +212,38 @@ class TickRecorder:
             events = [[e.time_s, e.code, e.pci_bus_id, e.gpu_index, _t(e.message)] for e in node.xid_events]
             changes.setdefault("xid", {})[name] = events
         self._xids[name] = node.xid_events
+        ib = (node.ib_ports, node.ib_failures)
+        known_ib = self._ib.get(name, ((), ()))
+        if ib[0] is not known_ib[0] or ib[1] is not known_ib[1]:
+            if ib != known_ib:
+                changes.setdefault("ib", {})[name] = [encode(ib[0]), encode(ib[1])]
+            self._ib[name] = ib
+        if node.gpus:
+            processes = _processes(node)
+            if self._processes.get(name, []) != processes:
+                exact = [[gpu.index, encode(gpu.processes)] for gpu in node.gpus if gpu.processes]
+                changes.setdefault("processes", {})[name] = exact
+                self._processes[name] = processes
+        self._fact_changes(node, changes)
+
+    def _fact_changes(self, node: NodeSample, changes: dict[str, Any]) -> None:
+        """The node's slow facts that changed: a fact is re-read every few minutes, and a reading whose
+        output did not change is the same object, so most ticks cost one identity check per node."""
+        facts = node.facts
+        known = self._facts.get(node.name)
+        if known is not None and known[0] is facts:
+            return
+        before = known[1] if known is not None else {}
+        readings: dict[str, Reading[object]] = {}
+        changed: dict[str, list[Any]] = {}
+        for name in FACT_NAMES:
+            reading = readings[name] = getattr(facts, name)
+            if reading is before.get(name, UNREAD):
+                continue
+            changed[name] = _reading(reading)
+        if changed:
+            changes.setdefault("facts", {})[node.name] = changed
+        self._facts[node.name] = (facts, readings)
 
     def _slurm_changes(self, slurm: SlurmState, changes: dict[str, Any]) -> None:
         nodes = {}
@@ -162,12 +263,18 @@ class TickRecorder:
 class TickPlayer:
     """Frames back into snapshots, in order: the same samples and Slurm state the view stage derived."""
 
-    def __init__(self, cluster: str) -> None:
+    def __init__(self, cluster: str, fact_memo: dict[tuple[str, str], Reading[object]] | None = None) -> None:
+        """``fact_memo``: facts already read, shared by the players of one replay (a jump back starts a
+        new player from the first frame)."""
         self.cluster = cluster
         self.decoder = TickDecoder()
         self.states: dict[str, list[Any]] = {}
         self.static: dict[str, dict[int, list[Any]]] = {}
         self.xids: dict[str, tuple[XidEvent, ...]] = {}
+        self.facts: dict[str, NodeFacts] = {}
+        self.ib: dict[str, tuple[tuple[IbPort, ...], tuple[IbFailure, ...]]] = {}
+        self.processes: dict[str, dict[int, tuple[GpuProcess, ...]]] = {}
+        self._fact_memo = fact_memo if fact_memo is not None else {}
         self.slurm_nodes: dict[str, SlurmNode] = {}
         self.jobs: tuple[SlurmJob, ...] = ()
         self.problems: dict[str, list[list[Any]]] = {}
@@ -189,6 +296,7 @@ class TickPlayer:
             # the SSH source build theirs (8,000 a tick at 1,000 nodes)
             fields = self._template(node, index).copy()
             fields[4], fields[6], fields[8], fields[9], fields[11] = (None if v != v else v for v in values)
+            fields[_PROCESSES_AT] = self.processes.get(node, _NO_PROCESSES).get(index, ())
             by_node.setdefault(node, []).append(new_gpu_sample(GpuSample, tuple(fields)))
         nodes = []
         for name in sorted({*self.states, *by_node}, key=natural_key):
@@ -207,6 +315,9 @@ class TickPlayer:
                     error=state[1],
                     expected_gpu_count=state[2],
                     xid_events=self.xids.get(name, ()),
+                    ib_ports=self.ib.get(name, ((), ()))[0],
+                    facts=self.facts.get(name, NO_FACTS),
+                    ib_failures=self.ib.get(name, ((), ()))[1],
                 )
             )
         slurm = SlurmState(dict(self.slurm_nodes), self.jobs, time_s) if self.slurm_nodes else None
@@ -255,6 +366,20 @@ class TickPlayer:
                 )
                 for t, code, bus, gpu, message in events
             )
+        for name, recorded in (changes.get("facts") or {}).items():
+            self._take_facts(str(name), recorded)
+        for name, listed in (changes.get("processes") or {}).items():
+            try:
+                self.processes[str(name)] = {
+                    int(index): decode(processes, tuple[GpuProcess, ...]) for index, processes in listed
+                }
+            except (CodecError, ValueError, TypeError):
+                self.processes.pop(str(name), None)
+        for name, ib in (changes.get("ib") or {}).items():
+            try:
+                self.ib[str(name)] = (decode(ib[0], tuple[IbPort, ...]), decode(ib[1], tuple[IbFailure, ...]))
+            except CodecError:
+                self.ib.pop(str(name), None)
         for name, listed in (changes.get("slurm_nodes") or {}).items():
             base, flags, reason, user, partitions = listed
             state = (
@@ -277,8 +402,35 @@ class TickPlayer:
             self.problems[str(name)] = list(listed)
         self.audit.extend(changes.get("audit") or ())
 
+    def _take_facts(self, name: str, recorded: Mapping[str, Any]) -> None:
+        readings = {f: getattr(self.facts.get(name, NO_FACTS), f) for f in FACT_NAMES}
+        for fact, entry in recorded.items():
+            if fact not in FACT_TYPES:
+                continue  # a fact a later gputop records: this one has no pane for it
+            readings[fact] = self._read_fact(fact, entry)
+        self.facts[name] = NodeFacts(**readings)
+
+    def _read_fact(self, fact: str, entry: Any) -> Reading[object]:
+        # The nodes of a fleet mostly print the same topology and NVLink listing: each different one is
+        # read once (at 1,000 nodes the first frame's facts read in a fraction of the time).
+        try:
+            key = (fact, json.dumps(entry, separators=(",", ":")))
+        except (TypeError, ValueError, RecursionError):
+            return UNREAD
+        found = self._fact_memo.get(key)
+        if found is None:
+            try:
+                found = _read_back(fact, entry)
+            except (CodecError, ValueError, TypeError):
+                found = UNREAD  # damaged: shown as not read rather than wrong
+            if len(self._fact_memo) >= FACT_MEMO_SIZE:
+                self._fact_memo.clear()
+            self._fact_memo[key] = found
+        return found
+
 
 _REACHABILITY = frozenset(r.value for r in Reachability)
+_NO_PROCESSES: dict[int, tuple[GpuProcess, ...]] = {}
 _FLOATS = frozenset({"mem_total_mib", "power_limit_w", "sm_clock_max_mhz"})
 _INTS = frozenset({"ecc_uncorrected", "pcie_link_gen", "pcie_link_gen_max", "pcie_link_width_lanes"})
 _INTS = _INTS | {"pcie_link_width_max_lanes"}
@@ -302,4 +454,5 @@ def _typed(fields: dict[str, Any]) -> dict[str, Any]:
             fields[name] = _t(value, 200) if isinstance(value, str) else ""
         elif name == "throttle_reasons":
             fields[name] = tuple(_t(v, 100) for v in value) if isinstance(value, list) else ()
+
     return fields

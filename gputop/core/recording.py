@@ -14,7 +14,9 @@ Each tick is one frame: the time, every answering GPU's five readings quantized 
 keeps them (so a reading takes one or two bytes before compression), stored as the difference from the
 previous tick (mostly zeros, which compress to almost nothing), with a full frame whenever the set of
 GPUs changes and at least every KEYFRAME_EVERY_S; and whatever changed since the last tick: a node's
-state or error, a GPU's name and limits, a node's Xid events, Slurm's nodes and jobs, the problems.
+state or error, a GPU's name, limits and processes, a node's Xid events, InfiniBand ports and slow facts
+(topology, NVLink, MIG, counters: gputop.core.fact_codec), Slurm's nodes and jobs, the problems.
+Format 1.1 added the processes, ports and facts; a 1.0 reader passes over them.
 
 Pure: bytes in, bytes out; the writer and the reader of files are `gputop.record`.
 """
@@ -36,7 +38,7 @@ from gputop.core.history_store import METRICS, dequantize, gap_value, quantize
 
 MAGIC: Final = b"GPUTOPREC "
 FORMAT: Final = "gputop-recording"
-VERSION: Final = (1, 0)
+VERSION: Final = (1, 1)  # 1.1: slow facts, InfiniBand ports and processes; a 1.0 reader passes over them
 FRAME_MAGIC: Final = b"GTf1"
 _FRAME_HEAD: Final = struct.Struct("<4sII")
 MAX_FRAME_BYTES: Final = 64 * 1024 * 1024  # a frame larger than this is not one of ours: stop reading
@@ -132,7 +134,7 @@ class Frames:
 
 
 _ALLOWED_DTYPES: Final = {"uint8", "uint16", "int16", "int32", "int64", "float32", "float64"}
-_DOCUMENT_CHUNK: Final = 16 * 1024
+_DOCUMENT_CHUNK: Final = 64 * 1024
 
 
 def read_frames(data: bytes | memoryview, start: int) -> Frames:
@@ -171,16 +173,21 @@ def read_frames(data: bytes | memoryview, start: int) -> Frames:
 
 def _document_bytes(decompressor: zstandard.ZstdDecompressor, payload: memoryview) -> bytes:
     """The payload's first line (the JSON document), unpacking no more of it than that takes."""
-    head = b""
+    chunks: list[bytes] = []
+    size = 0
     with decompressor.stream_reader(payload) as reader:
-        while b"\n" not in head:
+        while True:
             chunk = reader.read(_DOCUMENT_CHUNK)
             if not chunk:
                 raise ValueError("a frame's document has no end")
-            head += chunk
-            if len(head) > MAX_FRAME_BYTES:
+            end = chunk.find(b"\n")
+            if end >= 0:
+                chunks.append(chunk[:end])
+                return b"".join(chunks)
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > MAX_FRAME_BYTES:
                 raise ValueError("a frame's document is too long")
-    return head[: head.index(b"\n")]
 
 
 def _parse(document_bytes: bytes, payload: memoryview, offset: int) -> Frame:

@@ -9,6 +9,7 @@ import argparse
 import asyncio
 import os
 import sys
+import threading
 import time
 from collections.abc import Sequence
 
@@ -72,6 +73,50 @@ class Recorder:
 
     def close(self) -> None:
         self.file.close()
+
+
+class BackgroundRecorder:
+    """The dashboard's --record: each view is recorded on a thread of its own, so the frame's work (at
+    1,000 nodes, the first frame's slow facts take seconds) never holds up a key press. Views are
+    immutable, and a frame holds the changes since the last one recorded, so a view that comes while
+    the thread is busy replaces the one waiting: the recording skips a tick rather than falling behind."""
+
+    def __init__(self, recorder: Recorder) -> None:
+        self.recorder = recorder
+        self.file = recorder.file
+        self._lock = threading.Condition()
+        self._waiting: ClusterView | None = None
+        self._closing = False
+        self.error: OSError | None = None
+        self._thread = threading.Thread(target=self._run, name="gputop-record", daemon=True)
+        self._thread.start()
+
+    def submit(self, view: ClusterView) -> None:
+        with self._lock:
+            self._waiting = view
+            self._lock.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                while self._waiting is None and not self._closing:
+                    self._lock.wait()
+                view, self._waiting = self._waiting, None
+                if view is None:
+                    return
+            try:
+                self.recorder.record(view)
+            except OSError as err:
+                self.error = err
+                return
+
+    def close(self, timeout_s: float = 10.0) -> None:
+        """Records the view still waiting, then closes the file."""
+        with self._lock:
+            self._closing = True
+            self._lock.notify()
+        self._thread.join(timeout_s)
+        self.recorder.close()
 
 
 def main(argv: Sequence[str]) -> int:

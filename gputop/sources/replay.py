@@ -13,6 +13,7 @@ import bisect
 import time
 from typing import Any
 
+from gputop.core.facts import Reading
 from gputop.core.models import SourceResult
 from gputop.core.record_tick import TickPlayer
 from gputop.core.recording import Frame
@@ -78,7 +79,8 @@ class ReplaySource:
         # its time, and takes in only the changes of the frames before it
         self.keyframes = [i for i, f in enumerate(self.frames) if f.document.get("key")]
         self.stopped = recording.frames.stopped
-        self._player = TickPlayer(self.cluster)
+        self._fact_memo: dict[tuple[str, str], Reading[object]] = {}
+        self._player = TickPlayer(self.cluster, self._fact_memo)
         self._next = 0  # the next frame to play
         self._last: SourceResult = SourceResult()
         self._shown_s: float | None = None  # the time of the tick last handed over
@@ -167,7 +169,7 @@ class ReplaySource:
         return past
 
     def _restart(self) -> None:
-        self._player = TickPlayer(self.cluster)
+        self._player = TickPlayer(self.cluster, self._fact_memo)
         self._next = 0
         self._last = SourceResult()
 

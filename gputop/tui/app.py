@@ -484,7 +484,7 @@ class GputopApp(App[None]):
 
     # -- --record FILE ------------------------------------------------------------------------------------
     def _start_recording(self, path: str) -> None:
-        from gputop.headless.record import Recorder
+        from gputop.headless.record import BackgroundRecorder, Recorder
 
         settings = self.settings
         recorder = Recorder(
@@ -495,16 +495,17 @@ class GputopApp(App[None]):
         except OSError as err:
             self.notify(f"not recording: {path}: {err.strerror or err}", severity="error", timeout=15)
             return
-        self.recorder = recorder
+        self.recorder = BackgroundRecorder(recorder)
         self.notify(f"recording to {recorder.file.path}", timeout=5)
 
     def _record(self, view: ClusterView) -> None:
-        try:
-            self.recorder.record(view)
-        except OSError as err:
-            self.notify(f"recording stopped: {err.strerror or err}", severity="error", timeout=30)
+        error = self.recorder.error
+        if error is not None:
+            self.notify(f"recording stopped: {error.strerror or error}", severity="error", timeout=30)
             self.recorder.close()
             self.recorder = None
+            return
+        self.recorder.submit(view)
 
     # -- replay: the time bar's keys ------------------------------------------------------------------
     def _replay_clock(self) -> ReplayClock | None:
