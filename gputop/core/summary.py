@@ -15,6 +15,7 @@ from gputop.core.alerts import AlertState
 
 if TYPE_CHECKING:
     from gputop.core.history_store import HistoryStore
+    from gputop.core.node_timeline import NodeTimeline
 from gputop.core.config import Thresholds
 from gputop.core.counter_rates import GpuRates, NodeRates
 from gputop.core.event_history import NodeMemory
@@ -129,6 +130,9 @@ class ClusterView:
     # every GPU's recent readings (gputop.core.history_store), where the stage keeps them; the store
     # goes on filling after this view: read it for "up to now", not for this view's instant
     history: HistoryStore | None = field(default=None, compare=False, repr=False)
+    # what changed on each node and when (gputop.core.node_timeline), where the stage keeps it; like the
+    # history, it goes on filling after this view
+    timeline: NodeTimeline | None = field(default=None, compare=False, repr=False)
     # `cells_for`'s other metrics, worked out on first ask
     _more_cells: dict[Metric, Mapping[str, CellCodes]] = field(
         default_factory=dict, compare=False, repr=False

@@ -28,6 +28,7 @@ from gputop.core.interconnect_deviations import InterconnectTracker
 from gputop.core.jobs import job_rows
 from gputop.core.metrics import Metric, heat_scales
 from gputop.core.models import ClusterSnapshot
+from gputop.core.node_timeline import NodeTimeline
 from gputop.core.summary import ClusterView, NodeRow, derive_rows, summarize
 
 if TYPE_CHECKING:
@@ -78,6 +79,7 @@ class ViewStage:
         if self._judge_at_once:
             self.health_tracker.sustain_s = 0.0
         self.alert_book = AlertBook()
+        self.timeline = NodeTimeline()
         self.first_look = FirstLook()
         self.view: ClusterView | None = None
         # every GPU's recent readings, for charts and sparklines (None: a round without a past); made at
@@ -171,6 +173,7 @@ class ViewStage:
             )
             yield
         now_s = snapshot.taken_at_s
+        self.timeline.update(now_s, rows)
         settling = self.first_look.settling(snapshot.nodes, now_s)
         alerts = self.alert_book.update((p for row in rows.values() for p in row.problems), now_s, settling)
         view = ClusterView(
@@ -186,6 +189,7 @@ class ViewStage:
             interconnect=interconnect,
             alerts=alerts,
             history=self.history_store,
+            timeline=self.timeline,
         )
         self.view = view
         return view

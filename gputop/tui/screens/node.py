@@ -35,7 +35,7 @@ from gputop.tui.widgets.status_header import StatusHeader
 from gputop.tui.widgets.topology_pane import TopologyPane
 
 if TYPE_CHECKING:
-    pass
+    from gputop.core.node_timeline import NodeTimeline
 
 PROCESS_NAME_MAX_CHARS = 64  # a path-long process name would push the others off the row
 
@@ -122,15 +122,26 @@ def gpu_cells(
 
 
 def chart_events(
-    node: NodeSample, problems: Sequence[Problem], history: EventHistory | None
+    node: NodeSample,
+    problems: Sequence[Problem],
+    history: EventHistory | None,
+    timeline: NodeTimeline | None = None,
 ) -> list[ChartEvent]:
-    """What the chart marks on its time axis: the node's Xid events, its problems' starts, and the
-    drains gputop made of it, oldest first."""
+    """What the chart marks on its time axis, oldest first: the node's Xid events; its problems' starts
+    and ends, Slurm draining and resuming it and its MIG changes, as gputop saw them happen (the
+    timeline); the current problems that began before gputop looked; the drains gputop made of it."""
     found = [
         ChartEvent(e.time_s, f"Xid {e.code}" + (f" GPU{e.gpu_index}" if e.gpu_index is not None else ""))
         for e in node.xid_events
     ]
-    found += [ChartEvent(p.since_s, p.message) for p in problems if p.since_s is not None and p.kind != "xid"]
+    seen = timeline.events(node.name) if timeline is not None else ()
+    started = {e.subject for e in seen if e.kind == "problem"}
+    found += [ChartEvent(e.time_s, e.label) for e in seen if e.subject[0] != "xid"]
+    found += [
+        ChartEvent(p.since_s, p.message)
+        for p in problems
+        if p.since_s is not None and p.kind != "xid" and (p.kind, p.gpu_index) not in started
+    ]
     if history is not None:
         found += [ChartEvent(d.time_s, f"drained by gputop ({d.by})") for d in history.drains(node.name)]
     return sorted(found, key=lambda e: e.time_s)
@@ -169,7 +180,9 @@ class NodeScreen(GputopScreen):
         if view is None or node is None:
             return
         row = view.rows.get(self.node_name)
-        events = chart_events(node, row.problems if row is not None else (), self.gputop.policy.history)
+        events = chart_events(
+            node, row.problems if row is not None else (), self.gputop.policy.history, view.timeline
+        )
         chart = self.query_one(HistoryChart)
         chart.show(view.history, node, view.snapshot.taken_at_s, events)
         legend = "; ".join(
