@@ -77,6 +77,10 @@ def test_minutes_keep_mean_and_max_and_the_coarse_window_reaches_back() -> None:
     assert hour.times_s.tolist() == [T0, T0 + 60, T0 + 120]
     assert hour.values.tolist() == [10.0, 20.0, 30.0]  # 59 readings of 10 and one of 30: 10.3, rounded
     assert hour.maxima is not None and hour.maxima.tolist() == [30.0, 40.0, 50.0]
+    # memory and the clock keep their means alone (a day of maxima would cost 47 MB at 1,000 nodes)
+    memory = store.series("a", 0, "mem_used_mib", 3600, T0 + 180)
+    assert len(memory) == 3 and memory.maxima is None
+    assert store.series("a", 0, "temp_c", 3600, T0 + 180).maxima is not None
     fine = store.series("a", 0, "util_pct", 60, T0 + 180)
     assert len(fine) <= math.ceil(60 * 1.25) and fine.times_s[-1] == T0 + 180
 

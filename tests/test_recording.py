@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -291,3 +292,94 @@ def test_slow_facts_infiniband_and_processes_come_back_as_they_were() -> None:
         {"t": T0 + 9, "key": False, "changes": {"facts": {node: {"topology": [[["GPU0"]], 1, None]}}}}
     )
     assert player.facts[node].topology.value is None and player.facts[node].nvlink.value is not None
+
+
+async def test_a_fleet_recording_replays_a_fault_a_drain_and_a_node_gone_down_at_their_times(
+    tmp_path: Path,
+) -> None:
+    """The fake fleet over SSH, its Slurm on the login node: a GPU falls off the bus and comes back (a
+    problem listed from T1 to T2), Slurm drains a node (T3), a node stops answering (down from T4); the
+    recorder is killed with SIGKILL. The replay, through the same view stage, shows each at its time."""
+    import asyncio
+
+    from gputop.sim.fake_fleet import Fault, run_fleet
+    from gputop.sources.replay import ReplaySource
+
+    async with run_fleet(nodes=8, port=0, state_dir=tmp_path / "fleet") as fleet:
+        config = tmp_path / "gputop.yaml"
+        config.write_text(
+            fleet.config_path.read_text()
+            + "poll:\n  stale_after_s: 2\n  down_after_s: 4\n  node_deadline_s: 2\n"
+        )
+        env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}
+        path = tmp_path / "fleet.gtr"
+        recorder = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "gputop", "record", str(path), "--config", str(config),
+            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL, cwd=REPO_ROOT, env=env,
+        )  # fmt: skip
+
+        def node_at(source: ReplaySource, t: float, name: str) -> Any:
+            return next((n for n in source.at(t).nodes if n.name == name), None)
+
+        async def until(check: Any, count: int = 2, after_s: float = 0.0) -> float:
+            """Waits for ``count`` recorded ticks after ``after_s`` that pass ``check``; the first's time."""
+            for _ in range(400):
+                if path.exists() and path.stat().st_size:
+                    source = ReplaySource(read_recording(path))
+                    passing = [t for t in source.times_s if t > after_s and check(source, t)]
+                    if len(passing) >= count:
+                        return passing[0]
+                await asyncio.sleep(0.1)
+            raise AssertionError("the recording did not show it in 40 s")
+
+        def gpus(count: int) -> Any:
+            def check(source: ReplaySource, t: float) -> bool:
+                node = node_at(source, t, "gpu001")
+                return node is not None and node.reachability is Reachability.OK and len(node.gpus) == count
+
+            return check
+
+        t0 = await until(gpus(8), 3)
+        fleet.faults.set("gpu001", Fault.FALLEN_OFF_BUS)
+        t1 = await until(gpus(7), after_s=t0)
+        fleet.faults.clear("gpu001")
+        t2 = await until(gpus(8), after_s=t1)
+        fleet.cluster.drain(["gpu002"], "gputop test: RMA", "ops", time.time())
+
+        def drained(source: ReplaySource, t: float) -> bool:
+            slurm = source.at(t).slurm
+            return slurm is not None and "DRAIN" in slurm.nodes["gpu002"].flags
+
+        t3 = await until(drained, after_s=t2)
+        fleet.faults.set("gpu005", Fault.STALL_COMMAND)
+
+        def down(source: ReplaySource, t: float) -> bool:
+            node = node_at(source, t, "gpu005")
+            return node is not None and node.reachability is Reachability.DOWN
+
+        t4 = await until(down, after_s=t3)
+        recorder.kill()
+        await recorder.wait()
+
+    source = ReplaySource(read_recording(path))
+    stage = ViewStage(Thresholds(), interval_s=1.0, judge_at_once=True)
+    listed: list[float] = []
+    for t in source.times_s:
+        view = stage.derive(ClusterSnapshot.build("f", t, *_parts(source, t)))
+        if "missing" in {p.kind for p in view.rows["gpu001"].problems}:
+            listed.append(t)
+        if t < t3:
+            assert view.rows["gpu002"].slurm_state is None or "drain" not in view.rows["gpu002"].slurm_state
+        if t >= t4:
+            assert view.rows["gpu005"].reachability is Reachability.DOWN
+        elif t0 <= t < t3:
+            assert view.rows["gpu005"].reachability is Reachability.OK
+    # the missing GPU is a problem from T1 until T2, and only then (after the first answers)
+    assert listed and min(t for t in listed if t > t0) == t1 and max(listed) < t2
+    assert view.rows["gpu002"].slurm_state is not None and "drain" in view.rows["gpu002"].slurm_state
+    assert t1 < t2 < t3 < t4
+    # the node screen's timeline has the problem starting and clearing, and the drain
+    assert view.timeline is not None
+    kinds = {e.kind for e in view.timeline.events("gpu001")}
+    assert {"problem", "cleared"} <= kinds
+    assert "drain" in {e.kind for e in view.timeline.events("gpu002")}

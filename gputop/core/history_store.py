@@ -51,6 +51,11 @@ METRICS: Final = (
     MetricSpec("sm_clock_mhz", "MHz", np.uint16, 1.0),
 )
 METRIC_NAMES: Final = tuple(m.name for m in METRICS)
+# The metrics whose per-minute maximum is kept beside the mean: a minute's hottest reading, its peak
+# utilization or power are what the mean hides. Memory moves slowly (its maximum is its mean), and a
+# throttled clock shows in its mean; leaving their maxima out keeps a day of 1,000 nodes 47 MB smaller.
+MAXED: Final = ("util_pct", "temp_c", "power_w")
+_MAXED_AT: Final = tuple(METRIC_NAMES.index(name) for name in MAXED)
 _FIELDS: Final = tuple(GpuSample._fields.index(m.name) for m in METRICS)
 # the GPU's index, then the five readings
 _READERS: Final = tuple(itemgetter(field) for field in (0, *_FIELDS))
@@ -190,7 +195,7 @@ class HistoryStore:
         capacity = FIRST_COLUMNS
         self.fine = _Ring(fine_rows, capacity, METRICS)
         self.coarse_mean = _Ring(coarse_rows, capacity, METRICS)
-        self.coarse_max = _Ring(coarse_rows, capacity, METRICS)
+        self.coarse_max = _Ring(coarse_rows, capacity, [METRICS[k] for k in _MAXED_AT])
         count_spec = (MetricSpec("crit", "", np.uint16, 1.0), MetricSpec("warn", "", np.uint16, 1.0))
         self.node_fine = _Ring(fine_rows, capacity, count_spec)
         self.node_coarse = _Ring(coarse_rows, capacity, count_spec)
@@ -323,7 +328,8 @@ class HistoryStore:
                 )
                 top = np.where(counted, self._max[k], np.nan).astype(np.float32)
                 self.coarse_mean.data[k][mean_row] = quantize(mean, spec)
-                self.coarse_max.data[k][max_row] = quantize(top, spec)
+                if k in _MAXED_AT:
+                    self.coarse_max.data[_MAXED_AT.index(k)][max_row] = quantize(top, spec)
         node_row = self.node_coarse.next_row(self._minute, MINUTE_S)
         for k in range(len(COUNTS)):
             values = np.where(self._node_seen, self._node_max[k], np.nan).astype(np.float32)
@@ -402,7 +408,9 @@ class HistoryStore:
         if window_s <= self.fine_window_s:
             return self.fine.read(k, column, since_s)
         means = self.coarse_mean.read(k, column, since_s)
-        maxima = self.coarse_max.read(k, column, since_s)
+        if k not in _MAXED_AT:
+            return means
+        maxima = self.coarse_max.read(_MAXED_AT.index(k), column, since_s)
         return Series(means.times_s, means.values, maxima.values, means.spans_s)
 
     def node_gpus(self, node: str) -> list[int]:

@@ -20,6 +20,7 @@ from gputop.core.fact_codec import CodecError, decode, encode
 from gputop.core.facts import FACT_NAMES, NO_FACTS, UNREAD, NodeFacts, Reading
 from gputop.core.history_store import gather
 from gputop.core.models import (
+    GPU_PROCESSES_AT,
     ClusterSnapshot,
     GpuProcess,
     GpuSample,
@@ -75,7 +76,6 @@ _GPU_FIELDS = (
     "pcie_link_width_lanes",
     "pcie_link_width_max_lanes",
 )
-_PROCESSES_AT = GpuSample._fields.index("processes")
 _MIB_PER_GIB = 1024.0
 
 # Each slow fact's parsed type, by its name in NodeFacts: what a recorded fact is read back as (since 1.1).
@@ -296,7 +296,7 @@ class TickPlayer:
             # the SSH source build theirs (8,000 a tick at 1,000 nodes)
             fields = self._template(node, index).copy()
             fields[4], fields[6], fields[8], fields[9], fields[11] = (None if v != v else v for v in values)
-            fields[_PROCESSES_AT] = self.processes.get(node, _NO_PROCESSES).get(index, ())
+            fields[GPU_PROCESSES_AT] = self.processes.get(node, _NO_PROCESSES).get(index, ())
             by_node.setdefault(node, []).append(new_gpu_sample(GpuSample, tuple(fields)))
         nodes = []
         for name in sorted({*self.states, *by_node}, key=natural_key):
