@@ -10,7 +10,9 @@ zeros and a few bytes of JSON.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -18,7 +20,7 @@ import numpy.typing as npt
 
 from gputop.core.fact_codec import CodecError, decode, encode
 from gputop.core.facts import FACT_NAMES, NO_FACTS, UNREAD, NodeFacts, Reading
-from gputop.core.history_store import gather
+from gputop.core.history_store import METRICS, gather
 from gputop.core.models import (
     GPU_PROCESSES_AT,
     ClusterSnapshot,
@@ -77,6 +79,7 @@ _GPU_FIELDS = (
     "pcie_link_width_max_lanes",
 )
 _MIB_PER_GIB = 1024.0
+_READINGS = itemgetter(*(GpuSample._fields.index(m.name) for m in METRICS))  # the five, in METRICS order
 
 # Each slow fact's parsed type, by its name in NodeFacts: what a recorded fact is read back as (since 1.1).
 FACT_TYPES: dict[str, type] = {
@@ -199,7 +202,8 @@ class TickRecorder:
             node.expected_gpu_count,
             node.sampled_at_s if node.reachability is not Reachability.OK else None,
         ]
-        if self._states.get(name) != state:
+        state_changed = self._states.get(name) != state
+        if state_changed:
             changes.setdefault("states", {})[name] = state
             self._states[name] = state
         if node.gpus:
@@ -207,6 +211,10 @@ class TickRecorder:
             if self._static.get(name) != static:
                 changes.setdefault("gpus", {})[name] = static
                 self._static[name] = static
+            if state_changed and node.reachability is not Reachability.OK:
+                # A node gone quiet shows its last good readings, aged; the ticks carry only answering
+                # GPUs, so a node quiet since before the recording began has its kept ones here.
+                changes.setdefault("kept", {})[name] = [[gpu.index, *_READINGS(gpu)] for gpu in node.gpus]
         known = self._xids.get(name, ())
         if node.xid_events is not known and node.xid_events != known:
             events = [[e.time_s, e.code, e.pci_bus_id, e.gpu_index, _t(e.message)] for e in node.xid_events]
@@ -292,12 +300,7 @@ class TickPlayer:
             return None
         by_node: dict[str, list[GpuSample]] = {}
         for (node, index), values in zip(self.decoder.layout, readings.tolist(), strict=True):
-            # a GPU's fields as a list, the five readings put in place: built as the simulator and
-            # the SSH source build theirs (8,000 a tick at 1,000 nodes)
-            fields = self._template(node, index).copy()
-            fields[4], fields[6], fields[8], fields[9], fields[11] = (None if v != v else v for v in values)
-            fields[GPU_PROCESSES_AT] = self.processes.get(node, _NO_PROCESSES).get(index, ())
-            by_node.setdefault(node, []).append(new_gpu_sample(GpuSample, tuple(fields)))
+            by_node.setdefault(node, []).append(self._sample(node, index, values))
         nodes = []
         for name in sorted({*self.states, *by_node}, key=natural_key):
             state = self.states.get(name, ["ok", None, None, None])
@@ -337,6 +340,14 @@ class TickPlayer:
         self._take(document.get("changes") or {})
         self.decoder.skip(document)
 
+    def _sample(self, node: str, index: int, values: list[Any]) -> GpuSample:
+        # a GPU's fields as a list, the five readings put in place: built as the simulator and the SSH
+        # source build theirs (8,000 a tick at 1,000 nodes)
+        fields = self._template(node, index).copy()
+        fields[4], fields[6], fields[8], fields[9], fields[11] = (None if v != v else v for v in values)
+        fields[GPU_PROCESSES_AT] = self.processes.get(node, _NO_PROCESSES).get(index, ())
+        return new_gpu_sample(GpuSample, tuple(fields))
+
     def _template(self, node: str, index: int) -> list[Any]:
         """A GPU's fields in GpuSample's order, in their types, readings empty: worked out once per change."""
         key = (node, index)
@@ -365,6 +376,10 @@ class TickPlayer:
                     _t(message),
                 )
                 for t, code, bus, gpu, message in events
+            )
+        for name, kept in (changes.get("kept") or {}).items():
+            self._last_gpus[str(name)] = tuple(
+                self._sample(str(name), int(entry[0]), [_number(v) for v in entry[1:6]]) for entry in kept
             )
         for name, recorded in (changes.get("facts") or {}).items():
             self._take_facts(str(name), recorded)
@@ -427,6 +442,13 @@ class TickPlayer:
                 self._fact_memo.clear()
             self._fact_memo[key] = found
         return found
+
+
+def _number(value: object) -> float:
+    """A recorded reading: a number, else a gap (NaN, as the ticks' arrays read)."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    return math.nan
 
 
 _REACHABILITY = frozenset(r.value for r in Reachability)
