@@ -100,11 +100,14 @@ def test_frozen_clock_is_not_a_replay() -> None:
     assert GputopApp(settings).replay_status() is None
 
 
-async def test_a_recording_of_format_1_0_still_replays() -> None:
-    """A file kept from format 1.0 (tests/fixtures/recordings): it opens, plays, and shows the cluster."""
-    path = Path(__file__).parent / "fixtures" / "recordings" / "demo-32-nodes-90s-format-1.0.gtr"
+@pytest.mark.parametrize("version", [(1, 0), (1, 1)])
+async def test_a_recording_of_every_format_still_replays(version: tuple[int, int]) -> None:
+    """A file kept from each format (tests/fixtures/recordings): it opens, plays, and shows the cluster;
+    from 1.1 on, with the node's slow facts; before, without them (and nothing fails for it)."""
+    name = f"demo-32-nodes-90s-format-{version[0]}.{version[1]}.gtr"
+    path = Path(__file__).parent / "fixtures" / "recordings" / name
     recording = read_recording(path)
-    assert recording.meta["version"] == [1, 0] and recording.frames.stopped is None
+    assert recording.meta["version"] == list(version) and recording.frames.stopped is None
     app, source, clock = replay_app(path)
     assert (source.start_s, source.end_s, len(source.frames)) == (T0, T0 + TICKS - 1, TICKS)
     async with app.run_test(size=(160, 45)) as pilot:
@@ -116,6 +119,9 @@ async def test_a_recording_of_format_1_0_still_replays() -> None:
         view = app.view
         assert view is not None and view.snapshot.taken_at_s == T0 + 60
         assert view.summary.alerts_crit > 0
+        node = view.snapshot.nodes[0]
+        has_facts = node.facts.topology.value is not None and bool(node.ib_ports)
+        assert has_facts == (version >= (1, 1))
 
 
 def long_recording(path: Path, ticks: int, *, nodes: int = 8, hole: tuple[int, int] | None = None) -> None:
