@@ -1,0 +1,263 @@
+"""dcgm-exporter's series, as a Prometheus-compatible store or the exporter itself hands them over, joined
+into gputop's samples: one NodeSample per host, one GpuSample per GPU, with the fields the site exports
+and None (shown as "not exported") for the ones it does not, never 0.
+
+The names and labels as sites really have them:
+
+- the host: the `Hostname` label (dcgm-exporter 2.x and 3.x), `hostname` (some relabelling setups), else
+  the scrape's `instance` without its port; or the label a site's config names. Hosts are matched by
+  their short name, lower-case, as Slurm names nodes.
+- the GPU: `gpu` (its index); `UUID` or `uuid`; `pci_bus_id`; `modelName`. A MIG instance is a series of
+  its own with `GPU_I_PROFILE` and `GPU_I_ID`: the GPU is then in MIG mode, and its utilization is the
+  instances' (whole-GPU utilization is not reported under MIG).
+- DCGM's "blank" values (no reading: 9223372036854775794 and its neighbours, 2147483632-47, 2^47 for
+  floats) are no reading, never a number.
+
+Pure: series in, samples out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Final
+
+from gputop.core.models import GpuSample, NodeSample, Reachability, XidEvent
+from gputop.core.parsers.query_gpu import NOT_THROTTLING, THROTTLE_REASON_BITS
+
+# The host label, in the order dcgm-exporter releases and common relabelling spell it.
+HOST_LABELS: Final = ("Hostname", "hostname", "instance")
+UUID_LABELS: Final = ("UUID", "uuid")
+GPU_LABELS: Final = ("gpu",)
+MIG_PROFILE_LABEL: Final = "GPU_I_PROFILE"
+MIG_ID_LABEL: Final = "GPU_I_ID"
+# every label the join reads: what an aggregating query keeps ("max by (...)")
+JOIN_LABELS: Final = (
+    *HOST_LABELS,
+    *GPU_LABELS,
+    *UUID_LABELS,
+    "pci_bus_id",
+    "modelName",
+    MIG_PROFILE_LABEL,
+    MIG_ID_LABEL,
+)
+
+# metric -> (GpuSample field, scale): what each dcgm-exporter field becomes
+GAUGES: Final[Mapping[str, tuple[str, float]]] = {
+    "DCGM_FI_DEV_GPU_UTIL": ("util_pct", 1.0),
+    "DCGM_FI_DEV_MEM_COPY_UTIL": ("mem_util_pct", 1.0),
+    "DCGM_FI_DEV_FB_USED": ("mem_used_mib", 1.0),
+    "DCGM_FI_DEV_GPU_TEMP": ("temp_c", 1.0),
+    "DCGM_FI_DEV_POWER_USAGE": ("power_w", 1.0),
+    "DCGM_FI_DEV_POWER_MGMT_LIMIT": ("power_limit_w", 1.0),
+    "DCGM_FI_DEV_SM_CLOCK": ("sm_clock_mhz", 1.0),
+    "DCGM_FI_DEV_MAX_SM_CLOCK": ("sm_clock_max_mhz", 1.0),
+    "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL": ("ecc_uncorrected", 1.0),
+}
+# read besides the gauges: memory free and reserved (the total is their sum with used), the profiling
+# utilization (where whole-GPU utilization is not exported, or under MIG), the clock-event reasons, Xid
+PROFILE_UTIL: Final = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"  # a ratio, 0 to 1
+FB_FREE: Final = "DCGM_FI_DEV_FB_FREE"
+FB_RESERVED: Final = "DCGM_FI_DEV_FB_RESERVED"
+CLOCK_REASONS: Final = ("DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS")
+XID: Final = "DCGM_FI_DEV_XID_ERRORS"
+ROW_REMAP_FAILURE: Final = "DCGM_FI_DEV_ROW_REMAP_FAILURE"
+ROW_REMAP_PENDING: Final = "DCGM_FI_DEV_ROW_REMAP_PENDING"
+METRICS: Final = (
+    *GAUGES,
+    PROFILE_UTIL,
+    FB_FREE,
+    FB_RESERVED,
+    *CLOCK_REASONS,
+    XID,
+    ROW_REMAP_FAILURE,
+    ROW_REMAP_PENDING,
+)
+
+MAX_NODES: Final = 200_000
+MAX_GPUS_PER_NODE: Final = 64
+
+
+@dataclass(frozen=True, slots=True)
+class Series:
+    """One series' latest value: its metric, labels, value and when it was sampled (None: unknown)."""
+
+    metric: str
+    labels: Mapping[str, str]
+    value: float
+    time_s: float | None = None
+
+
+@dataclass(slots=True)
+class _Gpu:
+    index: int
+    values: dict[str, float] = field(default_factory=dict)
+    labels: dict[str, str] = field(default_factory=dict)
+    mig: bool = False
+    xid: tuple[int, float | None] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class JoinedNode:
+    sample: NodeSample
+    newest_s: float | None  # the newest sample time of its series (its data age)
+    exported: frozenset[str]  # the GpuSample fields some series of this host gave
+
+
+@dataclass(frozen=True, slots=True)
+class Joined:
+    nodes: Mapping[str, JoinedNode]
+    unplaced: int = 0  # series without a host or a GPU label: counted, left out
+    notes: tuple[str, ...] = ()
+
+
+def is_blank(value: float) -> bool:
+    """DCGM's "no value" sentinels (dcgm_structs.h: DCGM_INT32_BLANK, DCGM_INT64_BLANK, DCGM_FP64_BLANK
+    and the NOT_FOUND / NOT_SUPPORTED / NOT_PERMISSIONED values just above each)."""
+    return (
+        value >= 9.2233720368547748e18
+        or (2147483632.0 <= value <= 2147483647.0 and value.is_integer())
+        or 140737488355328.0 <= value <= 140737488355333.0
+    )
+
+
+def host_of(labels: Mapping[str, str], host_label: str | None = None) -> str | None:
+    """The series' host as gputop names nodes: the short name, lower-case."""
+    for label in (host_label,) if host_label else HOST_LABELS:
+        value = labels.get(label)
+        if value:
+            if label == "instance":
+                value = value.rsplit(":", 1)[0] if value.count(":") == 1 else value
+            return value.split(".", 1)[0].strip().lower()[:253] or None
+    return None
+
+
+def join(series: Iterable[Series], *, host_label: str | None = None) -> Joined:
+    hosts: dict[str, dict[int, _Gpu]] = {}
+    newest: dict[str, float] = {}
+    unplaced = 0
+    for one in series:
+        host = host_of(one.labels, host_label)
+        gpu_text = one.labels.get("gpu", "")
+        if host is None or not gpu_text.isdigit() or len(gpu_text) > 3:
+            unplaced += 1
+            continue
+        gpus = hosts.get(host)
+        if gpus is None:
+            if len(hosts) >= MAX_NODES:
+                unplaced += 1
+                continue
+            gpus = hosts[host] = {}
+        index = int(gpu_text)
+        gpu = gpus.get(index)
+        if gpu is None:
+            if len(gpus) >= MAX_GPUS_PER_NODE:
+                unplaced += 1
+                continue
+            gpu = gpus[index] = _Gpu(index)
+        if one.time_s is not None and one.time_s > newest.get(host, 0.0):
+            newest[host] = one.time_s
+        _take(gpu, one)
+    nodes = {}
+    for host, gpus in hosts.items():
+        samples = tuple(_sample(gpus[i]) for i in sorted(gpus))
+        exported = frozenset(name for s in samples for name in _FIELDS if getattr(s, name) is not None)
+        xids = tuple(_xid(gpus[i]) for i in sorted(gpus) if gpus[i].xid is not None)
+        sample = NodeSample(host, Reachability.OK, newest.get(host), samples, None, None, (), xids)
+        nodes[host] = JoinedNode(sample, newest.get(host), exported)
+    notes = (f"{unplaced} series had no host or GPU label and were left out",) if unplaced else ()
+    return Joined(nodes, unplaced, notes)
+
+
+_FIELDS: Final = tuple(sorted({name for name, _ in GAUGES.values()} | {"mem_total_mib", "throttle_reasons"}))
+
+
+def _take(gpu: _Gpu, one: Series) -> None:
+    labels = one.labels
+    for label in ("UUID", "uuid", "pci_bus_id", "modelName"):
+        text = labels.get(label)
+        if text and label not in gpu.labels:
+            gpu.labels[label] = text[:200]
+    if labels.get(MIG_PROFILE_LABEL):
+        gpu.mig = True
+    value = one.value
+    if value != value or is_blank(value):  # NaN or DCGM's blank: no reading
+        return
+    metric = one.metric
+    if metric == PROFILE_UTIL and labels.get(MIG_PROFILE_LABEL):
+        return  # an instance's activity; the GPU's utilization is not reported under MIG
+    if metric == XID:
+        code = int(value)
+        if code > 0:
+            gpu.xid = (code, one.time_s)
+        return
+    gpu.values[metric] = value
+
+
+def _sample(gpu: _Gpu) -> GpuSample:
+    values = gpu.values
+    fields: dict[str, object] = {}
+    for metric, (name, scale) in GAUGES.items():
+        if metric in values:
+            fields[name] = values[metric] * scale
+    if "util_pct" not in fields and PROFILE_UTIL in values:
+        fields["util_pct"] = values[PROFILE_UTIL] * 100.0
+    if gpu.mig:
+        fields["util_pct"] = None  # whole-GPU utilization is not reported under MIG (as nvidia-smi)
+    used = values.get("DCGM_FI_DEV_FB_USED")
+    if used is not None and FB_FREE in values:
+        fields["mem_total_mib"] = used + values[FB_FREE] + values.get(FB_RESERVED, 0.0)
+    for metric in CLOCK_REASONS:
+        if metric in values:
+            fields["throttle_reasons"] = _reasons(int(values[metric]))
+            break
+    if "ecc_uncorrected" in fields:
+        fields["ecc_uncorrected"] = int(fields["ecc_uncorrected"])  # type: ignore[call-overload]
+    if ROW_REMAP_FAILURE in values:
+        fields["remapped_rows_failure"] = values[ROW_REMAP_FAILURE] > 0
+    if ROW_REMAP_PENDING in values:
+        fields["remapped_rows_pending"] = values[ROW_REMAP_PENDING] > 0
+    uuid = gpu.labels.get("UUID") or gpu.labels.get("uuid") or ""
+    return GpuSample(
+        index=gpu.index,
+        uuid=uuid,
+        name=gpu.labels.get("modelName", ""),
+        pci_bus_id=gpu.labels.get("pci_bus_id"),
+        util_pct=fields.get("util_pct"),  # type: ignore[arg-type]
+        mem_util_pct=fields.get("mem_util_pct"),  # type: ignore[arg-type]
+        mem_used_mib=fields.get("mem_used_mib"),  # type: ignore[arg-type]
+        mem_total_mib=fields.get("mem_total_mib"),  # type: ignore[arg-type]
+        temp_c=fields.get("temp_c"),  # type: ignore[arg-type]
+        power_w=fields.get("power_w"),  # type: ignore[arg-type]
+        power_limit_w=fields.get("power_limit_w"),  # type: ignore[arg-type]
+        sm_clock_mhz=fields.get("sm_clock_mhz"),  # type: ignore[arg-type]
+        sm_clock_max_mhz=fields.get("sm_clock_max_mhz"),  # type: ignore[arg-type]
+        ecc_uncorrected=fields.get("ecc_uncorrected"),  # type: ignore[arg-type]
+        mig_enabled=gpu.mig,
+        throttle_reasons=fields.get("throttle_reasons", ()),  # type: ignore[arg-type]
+        remapped_rows_pending=fields.get("remapped_rows_pending"),  # type: ignore[arg-type]
+        remapped_rows_failure=fields.get("remapped_rows_failure"),  # type: ignore[arg-type]
+    )
+
+
+def _xid(gpu: _Gpu) -> XidEvent:
+    code, time_s = gpu.xid or (0, None)
+    # dcgm-exporter keeps the GPU's last Xid as a value: when it happened is not said, only when it was
+    # seen (the source keeps the first sight of each)
+    words = f"Xid {code} (the last Xid dcgm-exporter reports on GPU{gpu.index})"
+    return XidEvent(time_s or 0.0, code, gpu.labels.get("pci_bus_id"), gpu.index, words)
+
+
+def _reasons(mask: int) -> tuple[str, ...]:
+    return tuple(name for bit, name in THROTTLE_REASON_BITS if mask & bit and name not in NOT_THROTTLING)
+
+
+def series_of_text(samples: Sequence[object]) -> list[Series]:
+    """The samples of an exporter's /metrics (gputop.core.parsers.prom_text) as series."""
+    from gputop.core.parsers.prom_text import PromSample
+
+    return [
+        Series(s.name, s.labels, s.value, s.timestamp_ms / 1000.0 if s.timestamp_ms is not None else None)
+        for s in samples
+        if isinstance(s, PromSample) and s.name in METRICS
+    ]

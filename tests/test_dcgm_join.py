@@ -1,0 +1,89 @@
+"""dcgm-exporter's exposition text and series, as sites really have them: real captured /metrics (the
+vGPU scrape with Xid err_code labels, the MIG scrape cut mid-line, the 2.x README block with blank
+sentinels), both label spellings, the instance fallback, fields a site does not export."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gputop.core.dcgm_join import Series, host_of, is_blank, join, series_of_text
+from gputop.core.parsers.prom_text import parse_prom_text
+
+FIXTURES = Path(__file__).parent / "fixtures" / "dcgm-exporter-metrics"
+
+
+def real(name: str) -> str:
+    return next(FIXTURES.glob(f"{name}*")).read_text()
+
+
+def test_the_vgpu_scrape_joins_into_one_gpu_with_what_it_exports() -> None:
+    text = parse_prom_text(real("grid-a100-8c"))
+    assert text.bad_lines == 0 and len(text.samples) == 12 and text.types["DCGM_FI_DEV_GPU_UTIL"] == "gauge"
+    xid = next(s for s in text.samples if s.name == "DCGM_FI_DEV_XID_ERRORS")
+    assert xid.labels["err_code"] == "0" and xid.labels["err_msg"] == "No Error"
+    joined = join(series_of_text(text.samples))
+    node = joined.nodes["vks-cluster-0-0-np1-worker-xtxww-xw4wp-wn7j2"]
+    (gpu,) = node.sample.gpus
+    assert (gpu.index, gpu.name, gpu.uuid) == (0, "GRID A100-8C", "GPU-f809e614-a528-4083-acbf-334600000000")
+    assert (gpu.sm_clock_mhz, gpu.util_pct, gpu.mem_used_mib, gpu.mem_total_mib) == (1410.0, 0.0, 0.0, 7531.0)
+    assert node.sample.xid_events == ()  # Xid 0: "No Error"
+    # what this site does not export is unknown, not 0
+    assert gpu.temp_c is None and gpu.power_w is None
+    assert "temp_c" not in node.exported and "util_pct" in node.exported
+
+
+def test_the_mig_scrape_cut_mid_line_keeps_its_whole_lines_and_marks_mig() -> None:
+    text = parse_prom_text(real("h100-mig"))
+    assert len(text.samples) == 3 and text.bad_lines == 1  # the last line, cut mid-UUID
+    assert {s.labels["GPU_I_ID"] for s in text.samples} == {"7", "8", "9"}
+    joined = join(series_of_text(text.samples))
+    (gpu,) = joined.nodes["gsrh100-074"].sample.gpus
+    assert gpu.mig_enabled is True and gpu.util_pct is None  # under MIG: not reported, as nvidia-smi
+
+
+def test_old_label_style_and_blank_sentinels() -> None:
+    text = parse_prom_text(real("dcgm-exporter-2.x"))
+    temp = next(s for s in text.samples if s.name == "DCGM_FI_DEV_MEMORY_TEMP")
+    assert temp.labels == {
+        "gpu": "0",
+        "UUID": "GPU-604ac76c-d9cf-fef3-62e9-d92044ab6e52",
+        "container": "",
+        "namespace": "",
+        "pod": "",
+    }
+    assert is_blank(temp.value) and is_blank(2147483632.0) and is_blank(140737488355328.0)
+    assert not is_blank(2147483631.0) and not is_blank(75.0)
+    # no host label at all (a 2.x exporter scraped without relabelling): counted, not guessed
+    joined = join(series_of_text(text.samples))
+    assert joined.nodes == {} and joined.unplaced == 1  # the SM clock; MEM_CLOCK and MEMORY_TEMP are not read
+
+
+def test_label_spellings_instance_fallback_and_a_sites_own_label() -> None:
+    def util(labels: dict[str, str], value: float = 50.0) -> Series:
+        return Series("DCGM_FI_DEV_GPU_UTIL", {"gpu": "0", **labels}, value, 1_800_000_000.0)
+
+    joined = join(
+        [
+            util({"Hostname": "GPU001.cluster.example", "UUID": "GPU-a"}),
+            util({"hostname": "gpu002", "uuid": "GPU-b"}),
+            util({"instance": "gpu003.example:9400"}),
+            util({"instance": "gpu004:9400", "Hostname": "gpu004"}, 9223372036854775794.0),  # blank
+            Series("DCGM_FI_DEV_GPU_TEMP", {"gpu": "1", "Hostname": "gpu001"}, 71.0),
+            Series(
+                "DCGM_FI_DEV_XID_ERRORS",
+                {"gpu": "1", "Hostname": "gpu001", "err_code": "79"},
+                79.0,
+                1_800_000_100.0,
+            ),
+        ]
+    )
+    assert sorted(joined.nodes) == ["gpu001", "gpu002", "gpu003", "gpu004"]
+    first = joined.nodes["gpu001"].sample
+    assert [g.uuid for g in first.gpus] == ["GPU-a", ""] and first.gpus[1].temp_c == 71.0
+    assert [(e.code, e.gpu_index, e.time_s) for e in first.xid_events] == [(79, 1, 1_800_000_100.0)]
+    assert joined.nodes["gpu002"].sample.gpus[0].uuid == "GPU-b"
+    assert joined.nodes["gpu004"].sample.gpus[0].util_pct is None  # DCGM's blank is no reading
+    assert host_of({"node": "Rack1-GPU7", "Hostname": "x"}, "node") == "rack1-gpu7"
+    # a label value cannot pose as another label: quotes and backslashes stay inside it
+    text = parse_prom_text('DCGM_FI_DEV_GPU_UTIL{gpu="0",Hostname="evil\\",gpu=\\"7",x="\\\\"} 5\n')
+    assert text.samples[0].labels == {"gpu": "0", "Hostname": 'evil",gpu="7', "x": "\\"}
