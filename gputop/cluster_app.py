@@ -45,7 +45,8 @@ def choose_cluster(config: Config, name: str | None) -> ClusterConfig:
 
 
 def sources_for(cluster: ClusterConfig, config: Config, clock: Clock) -> list[Source]:
-    """What watches ``cluster``: NVML or SSH for its GPUs, and Slurm where slurm.enabled. A node list
+    """What watches ``cluster``: NVML, a Prometheus-compatible store or SSH for its GPUs, and Slurm where
+    slurm.enabled. A node list
     that comes from Slurm (nodes_from_slurm) is read here, once, before anything starts."""
     sources: list[Source] = []
     if cluster.local:
@@ -55,9 +56,14 @@ def sources_for(cluster: ClusterConfig, config: Config, clock: Clock) -> list[So
     else:
         if cluster.nodes_from_slurm is not None:
             cluster = with_nodes_from_slurm(cluster)
-        from gputop.sources.ssh import SshSource
+        if cluster.prometheus.enabled:
+            from gputop.sources.prometheus import PrometheusSource
 
-        sources.append(SshSource(cluster, config.poll, clock.now))
+            sources.append(PrometheusSource(cluster, clock.now))
+        else:
+            from gputop.sources.ssh import SshSource
+
+            sources.append(SshSource(cluster, config.poll, clock.now))
     if cluster.slurm.enabled:
         from gputop.sources.slurm import SlurmSource
 

@@ -163,8 +163,11 @@ class Poller:
         span_s = max((r.span_s for r in results if r.span_s is not None), default=None)
         nodes: list[NodeSample] = []
         slurm: SlurmState | None = None
-        for result in results:
-            nodes.extend(self._age(node, now_s) for node in result.nodes)
+        for source, result in zip(self.sources, results, strict=True):
+            # a source whose data is older by nature (a store fed every 15-30 s) says from when it is old
+            stale_s = max(self.poll.stale_after_s, getattr(source, "stale_after_s", 0.0))
+            down_s = max(self.poll.down_after_s, getattr(source, "down_after_s", 0.0))
+            nodes.extend(self._age(node, now_s, stale_s, down_s) for node in result.nodes)
             if result.slurm is not None:
                 slurm = result.slurm
         nodes.sort(key=lambda node: natural_key(node.name))
@@ -207,14 +210,14 @@ class Poller:
         self._last_results[source.name] = result
         return result
 
-    def _age(self, node: NodeSample, now_s: float) -> NodeSample:
+    def _age(self, node: NodeSample, now_s: float, stale_after_s: float, down_after_s: float) -> NodeSample:
         """Turn an old sample into STALE or DOWN, keeping its last good values and saying for how long."""
         if node.reachability is not Reachability.OK or node.sampled_at_s is None:
             return node
         age_s = now_s - node.sampled_at_s
-        if age_s >= self.poll.down_after_s:
+        if age_s >= down_after_s:
             state = Reachability.DOWN
-        elif age_s >= self.poll.stale_after_s:
+        elif age_s >= stale_after_s:
             state = Reachability.STALE
         else:
             return node

@@ -735,7 +735,15 @@ def _example_keys() -> dict[str, int]:
 
 def test_example_parses_without_errors() -> None:
     config = load_config(EXAMPLE)
-    assert [c.name for c in config.clusters] == ["hopper", "ampere", "workstation"]
+    assert [c.name for c in config.clusters] == [
+        "hopper",
+        "ampere",
+        "workstation",
+        "grace",
+        "mimir-fleet",
+        "lab-prom",
+        "vm-single",
+    ]
     assert config.clusters[0].ssh.jump_host
     assert config.clusters[0].slurm.run_on != "local"
     assert config.clusters[1].nodes_from_slurm
@@ -922,3 +930,26 @@ def test_slurm_env_takes_name_value_pairs_and_refuses_anything_else() -> None:
     text = str(err.value)
     for i, item in enumerate(("'SLURM_CONF'", "'1BAD=x'", "'A B=c'")):
         assert f"clusters[0].slurm.env[{i}]: {item} is not NAME=value" in text, text
+
+
+def test_a_prometheus_store_needs_no_node_list_and_its_credentials_must_agree() -> None:
+    ok = parse_config("clusters:\n  - name: c\n    prometheus:\n      url: https://vm.example:8428\n")
+    assert ok.clusters[0].prometheus.enabled and ok.clusters[0].node_names == ()
+    bad = (
+        "clusters:\n  - name: c\n    prometheus:\n      url: ftp://x\n      flavor: victoriametrics-cluster\n"
+        "      bearer_token_file: /a\n      bearer_token_env: B\n      key_file: /k\n"
+        "      basic_auth_password_env: P\n"
+        "  - name: d\n    local: true\n    nodes: ws1\n    prometheus:\n      url: http://p:9090\n"
+    )
+    with pytest.raises(ConfigError) as err:
+        parse_config(bad)
+    text = str(err.value)
+    for expected in (
+        "clusters[0].prometheus.url: ",
+        "clusters[0].prometheus.bearer_token_env: give bearer_token_file or bearer_token_env, not both",
+        "clusters[0].prometheus.key_file: a client key needs its cert_file",
+        "clusters[0].prometheus.tenant: VictoriaMetrics cluster needs the tenant",
+        "clusters[0].prometheus.basic_auth_user: basic auth needs a user and a password",
+        "clusters[1].prometheus.url: local: true reads this machine over NVML",
+    ):
+        assert expected in text, text

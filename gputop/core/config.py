@@ -109,6 +109,38 @@ class SlurmConfig:
         return dict(item.split("=", 1) for item in self.env)
 
 
+PromFlavor = Literal["prometheus", "victoriametrics", "victoriametrics-cluster", "thanos", "mimir"]
+
+
+@dataclass(frozen=True, slots=True)
+class PrometheusConfig:
+    """A Prometheus-compatible store holding the fleet's dcgm-exporter series (gputop.sources.prometheus).
+    Secrets are named by where they are (a file, an environment variable), never written here."""
+
+    url: str | None = _opt(None, pattern=r"https?://[^\s]+", pattern_hint="give an http:// or https:// URL")
+    # How the store's query API is reached: VictoriaMetrics cluster's /select/<tenant>/prometheus, and
+    # the tenant header of Thanos (THANOS-TENANT) and Mimir (X-Scope-OrgID)
+    flavor: PromFlavor = "prometheus"
+    tenant: str | None = _opt(None, nonempty=True, pattern=r"[A-Za-z0-9._:-]+", pattern_hint=_NAME_HINT)
+    bearer_token_file: str | None = _opt(None, nonempty=True)
+    bearer_token_env: str | None = _opt(None, nonempty=True, pattern=r"[A-Za-z_][A-Za-z0-9_]*")
+    basic_auth_user: str | None = _opt(None, nonempty=True)
+    basic_auth_password_file: str | None = _opt(None, nonempty=True)
+    basic_auth_password_env: str | None = _opt(None, nonempty=True, pattern=r"[A-Za-z_][A-Za-z0-9_]*")
+    ca_file: str | None = _opt(None, nonempty=True)  # None: the system's CAs
+    cert_file: str | None = _opt(None, nonempty=True)  # a client certificate (with key_file, or holding it)
+    key_file: str | None = _opt(None, nonempty=True)
+    timeout_s: float = _opt(10.0, lo=0, lo_open=True, hi=300, unit="seconds")
+    # The store's series change as often as the exporters are scraped (15-30 s at most sites)
+    interval_s: float = _opt(15.0, lo=1, hi=3600, unit="seconds")
+    # The label naming the host, where a site relabels (None: Hostname, hostname, then instance)
+    host_label: str | None = _opt(None, nonempty=True, pattern=r"[A-Za-z_][A-Za-z0-9_]*")
+
+    @property
+    def enabled(self) -> bool:
+        return self.url is not None
+
+
 # The commands gputop runs on each node (gputop.sources.commands.default_commands names them).
 CommandName = Literal[
     "metrics",
@@ -152,6 +184,9 @@ class ClusterConfig:
     local: bool = False
     ssh: SshConfig = field(default_factory=SshConfig)
     slurm: SlurmConfig = field(default_factory=SlurmConfig)
+    # the fleet's readings from a Prometheus-compatible store instead of SSH (a node's screen still
+    # opens SSH to it for its deep facts where ssh is configured)
+    prometheus: PrometheusConfig = field(default_factory=PrometheusConfig)
     commands: tuple[CommandOverride, ...] = ()
 
 

@@ -24,6 +24,7 @@ from gputop.core.config import (
     ConfigError,
     MigConfig,
     PollConfig,
+    PrometheusConfig,
     SlurmConfig,
     Thresholds,
 )
@@ -347,10 +348,14 @@ def _check_config(s: _Section) -> None:
 def _check_cluster(s: _Section) -> None:
     _check_commands_unique(s)
     has_nodes, from_slurm = s.given("nodes"), s.given("nodes_from_slurm")
+    prometheus = s.get("prometheus")
+    from_store = isinstance(prometheus, PrometheusConfig) and prometheus.enabled
+    if from_store and s.get("local") is True:
+        s.report("prometheus.url", "local: true reads this machine over NVML; leave out one or the other")
     if "nodeset" not in s.invalid and "nodes_from_slurm" not in s.invalid:
         if has_nodes and from_slurm:
             s.report("nodes_from_slurm", "give either nodes or nodes_from_slurm, not both")
-        elif not has_nodes and not from_slurm:
+        elif not has_nodes and not from_slurm and not from_store:
             s.report(
                 "",
                 "needs nodes (a nodeset such as gpu[001-128]) "
@@ -412,6 +417,26 @@ def _check_slurm(s: _Section) -> None:
             )
 
 
+def _check_prometheus(s: _Section) -> None:
+    for one, other in (
+        ("bearer_token_file", "bearer_token_env"),
+        ("basic_auth_password_file", "basic_auth_password_env"),
+    ):
+        if s.given(one) and s.given(other):
+            s.report(other, f"give {one} or {other}, not both")
+    has_password = s.given("basic_auth_password_file") or s.given("basic_auth_password_env")
+    if s.given("basic_auth_user") != has_password:
+        s.report(
+            "basic_auth_user", "basic auth needs a user and a password (basic_auth_password_file or _env)"
+        )
+    if s.given("basic_auth_user") and (s.given("bearer_token_file") or s.given("bearer_token_env")):
+        s.report("basic_auth_user", "give a bearer token or basic auth, not both")
+    if s.given("key_file") and not s.given("cert_file"):
+        s.report("key_file", "a client key needs its cert_file")
+    if s.get("flavor") == "victoriametrics-cluster" and not s.given("tenant"):
+        s.report("tenant", "VictoriaMetrics cluster needs the tenant (accountID, or accountID:projectID)")
+
+
 def _check_poll(s: _Section) -> None:
     s.ordered("stale_after_s", "down_after_s", strictly=True)
     s.ordered("backoff_initial_s", "backoff_max_s", strictly=False)
@@ -444,6 +469,7 @@ _CHECKS: Final[Mapping[type, Callable[[_Section], None]]] = {
     ClusterConfig: _check_cluster,
     CommandOverride: _check_command,
     PollConfig: _check_poll,
+    PrometheusConfig: _check_prometheus,
     SlurmConfig: _check_slurm,
     Thresholds: _check_thresholds,
 }

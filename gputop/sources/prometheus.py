@@ -1,0 +1,311 @@
+"""The fleet from a Prometheus-compatible store its dcgm-exporters feed: Prometheus, VictoriaMetrics
+(single node or cluster), Thanos, Mimir.
+
+Each refresh (every `prometheus.interval_s`) asks one aggregated instant query per dcgm-exporter metric,
+all at once: `max by (<host, GPU and MIG labels>) (METRIC)`, so the server answers one series per GPU
+rather than every label a site attaches (pods, namespaces, driver versions), plus one for the time of
+each GPU's latest sample (its data age). Answers come gzip-compressed and are decoded with orjson; the
+series are joined into samples by gputop.core.dcgm_join. Between refreshes `collect` hands back the last
+result at once.
+
+What goes wrong is said, and the rest keeps updating: the store down, slow or answering an error (the
+source's error, in the header, with the last good data kept and aged), a metric's query failing or
+coming back partial (a note naming it), a node the config lists but the store has no series for (that
+node DOWN, saying so). Credentials come from files or the environment and never appear in a message:
+errors name the store by its scheme, host and port alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import os
+import ssl
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Final
+from urllib.parse import urlsplit
+
+import aiohttp
+import orjson
+
+from gputop.core.config import ClusterConfig, PrometheusConfig
+from gputop.core.dcgm_join import JOIN_LABELS, METRICS, Series, join
+from gputop.core.models import NodeSample, Reachability, SourceResult, XidEvent
+
+log = logging.getLogger(__name__)
+
+MAX_RESPONSE_BYTES: Final = 256 * 1024 * 1024  # 80,000 GPUs x a dozen metrics, with room
+TIME_QUERY: Final = "DCGM_FI_DEV_FB_USED"  # in every dcgm-exporter default field list
+TENANT_HEADERS: Final = {"thanos": "THANOS-TENANT", "mimir": "X-Scope-OrgID"}
+
+
+class StoreError(Exception):
+    """The store could not be asked or did not answer as a Prometheus API does (safe to show)."""
+
+
+def query_url(config: PrometheusConfig) -> str:
+    """Where instant queries go, for the store's flavor (a user and password in the URL are taken out:
+    they go as basic auth, `start` says)."""
+    parts = urlsplit(config.url or "")
+    netloc = parts.netloc.rsplit("@", 1)[-1]
+    base = parts._replace(netloc=netloc).geturl().rstrip("/")
+    if config.flavor == "victoriametrics-cluster":
+        return f"{base}/select/{config.tenant}/prometheus/api/v1/query"
+    return f"{base}/api/v1/query"
+
+
+def store_name(config: PrometheusConfig) -> str:
+    """The store as messages name it: scheme, host and port, never a user, password, path or query."""
+    parts = urlsplit(config.url or "")
+    host = parts.hostname or "?"
+    return f"{parts.scheme}://{host}" + (f":{parts.port}" if parts.port else "")
+
+
+def aggregated(metric: str) -> str:
+    return f"max by ({','.join(JOIN_LABELS)}) ({metric})"
+
+
+def read_secret(path: str | None, variable: str | None, what: str) -> str | None:
+    """A secret from its file (first line) or environment variable; StoreError says which is missing."""
+    if path is not None:
+        try:
+            text = Path(os.path.expanduser(path)).read_text(encoding="utf-8", errors="replace")
+        except OSError as err:
+            raise StoreError(f"cannot read the {what} file {path}: {err.strerror or err}") from None
+        return text.splitlines()[0].strip() if text.strip() else ""
+    if variable is not None:
+        value = os.environ.get(variable)
+        if value is None:
+            raise StoreError(f"the {what} variable {variable} is not set")
+        return value
+    return None
+
+
+def headers_for(config: PrometheusConfig) -> dict[str, str]:
+    headers = {"Accept-Encoding": "gzip", "Accept": "application/json"}
+    token = read_secret(config.bearer_token_file, config.bearer_token_env, "bearer token")
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    tenant_header = TENANT_HEADERS.get(config.flavor)
+    if tenant_header and config.tenant:
+        headers[tenant_header] = config.tenant
+    return headers
+
+
+def tls_for(config: PrometheusConfig) -> ssl.SSLContext | None:
+    if not (config.url or "").startswith("https://"):
+        return None
+    try:
+        context = ssl.create_default_context(
+            cafile=os.path.expanduser(config.ca_file) if config.ca_file else None
+        )
+        if config.cert_file:
+            context.load_cert_chain(
+                os.path.expanduser(config.cert_file),
+                os.path.expanduser(config.key_file) if config.key_file else None,
+            )
+    except (OSError, ssl.SSLError) as err:
+        raise StoreError(f"the TLS files cannot be used: {err}") from None
+    return context
+
+
+def parse_vector(body: bytes, metric: str) -> tuple[list[tuple[dict[str, str], float, float]], str | None]:
+    """An instant query's answer: (labels, value, time) per series, and a note on a partial answer."""
+    try:
+        document = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        raise StoreError(f"{metric}: the answer is not JSON") from None
+    if not isinstance(document, dict):
+        raise StoreError(f"{metric}: the answer is not a Prometheus API document")
+    if document.get("status") != "success":
+        kind = str(document.get("errorType", "error"))[:40]
+        words = str(document.get("error", ""))[:200]
+        raise StoreError(f"{metric}: the store answered {kind}: {words}")
+    data = document.get("data")
+    if (
+        not isinstance(data, dict)
+        or data.get("resultType") != "vector"
+        or not isinstance(data.get("result"), list)
+    ):
+        raise StoreError(f"{metric}: the answer holds no instant vector")
+    found: list[tuple[dict[str, str], float, float]] = []
+    for entry in data["result"]:
+        if not isinstance(entry, dict):
+            continue
+        labels = entry.get("metric")
+        value = entry.get("value")
+        if not isinstance(labels, dict) or not isinstance(value, list) or len(value) != 2:
+            continue
+        try:
+            found.append(
+                ({str(k)[:100]: str(v)[:1000] for k, v in labels.items()}, float(value[1]), float(value[0]))
+            )
+        except (TypeError, ValueError):
+            continue
+    warnings = document.get("warnings")
+    note = (
+        f"{metric}: partial answer ({str(warnings[0])[:120]})"
+        if isinstance(warnings, list) and warnings
+        else None
+    )
+    return found, note
+
+
+class PrometheusSource:
+    name = "prometheus"
+
+    def __init__(self, cluster: ClusterConfig, clock: Callable[[], float]) -> None:
+        self.cluster = cluster
+        self.config = cluster.prometheus
+        self.clock = clock
+        self.store = store_name(self.config)
+        self._session: aiohttp.ClientSession | None = None
+        self._last = SourceResult()
+        self._last_refresh_s: float | None = None
+        self._refreshing: asyncio.Task[SourceResult] | None = None
+        self.notes: tuple[str, ...] = ()
+        self.last_refresh_wall_s: float | None = None  # how long the last refresh took
+        # the first sight of each GPU's last Xid (dcgm-exporter keeps the value, not its time)
+        self._xid_seen: dict[tuple[str, int, int], float] = {}
+        self._names = {name.lower(): name for name in cluster.node_names}
+        # A store's series are as old as the exporters' last scrape (15-30 s at most sites) plus this
+        # source's own cadence: a node is stale only past two refreshes and a scrape, down past four.
+        self.stale_after_s = 2 * self.config.interval_s + 30.0
+        self.down_after_s = 4 * self.config.interval_s + 60.0
+
+    async def start(self) -> None:
+        headers = headers_for(self.config)
+        context = tls_for(self.config)
+        in_url = urlsplit(self.config.url or "")
+        user, password = None, None
+        if in_url.username is not None:
+            if "Authorization" in headers or self.config.basic_auth_user:
+                why = f"the URL of {self.store} holds a user and password, and other credentials are given"
+                raise StoreError(f"{why}: keep one")
+            user, password = in_url.username, in_url.password or ""
+        if self.config.basic_auth_user:
+            config = self.config
+            user = config.basic_auth_user
+            password = read_secret(
+                config.basic_auth_password_file, config.basic_auth_password_env, "basic auth password"
+            )
+        if user is not None:
+            pair = f"{user}:{password or ''}".encode()
+            headers["Authorization"] = "Basic " + base64.b64encode(pair).decode("ascii")
+        timeout = aiohttp.ClientTimeout(total=self.config.timeout_s)
+        connector = aiohttp.TCPConnector(ssl=context if context is not None else True, limit=32)
+        self._session = aiohttp.ClientSession(headers=headers, timeout=timeout, connector=connector)
+
+    async def collect(self, now_s: float) -> SourceResult:
+        due = self._last_refresh_s is None or now_s - self._last_refresh_s >= self.config.interval_s
+        if due and (self._refreshing is None or self._refreshing.done()):
+            self._last_refresh_s = now_s
+            self._refreshing = asyncio.create_task(self._refresh(now_s))
+        if self._refreshing is not None and self._refreshing.done():
+            task, self._refreshing = self._refreshing, None
+            self._last = task.result()  # a StoreError goes to the poller, which says it and keeps the last
+        elif self._refreshing is not None and not self._last.nodes:
+            self._last = await self._refreshing  # the first answer is waited for (within the deadline)
+            self._refreshing = None
+        return self._last
+
+    async def _refresh(self, now_s: float) -> SourceResult:
+        session = self._session
+        if session is None:
+            raise StoreError("the source was not started")
+        started = time.monotonic()
+        url = query_url(self.config)
+        queries = {metric: aggregated(metric) for metric in METRICS}
+        queries["@time"] = f"max by ({','.join(JOIN_LABELS)}) (timestamp({TIME_QUERY}))"
+        answers = await asyncio.gather(
+            *(self._query(session, url, name, text) for name, text in queries.items()), return_exceptions=True
+        )
+        notes: list[str] = []
+        series: list[Series] = []
+        times: dict[tuple[str, ...], float] = {}
+        failed = 0
+        for (name, _), answer in zip(queries.items(), answers, strict=True):
+            if isinstance(answer, BaseException):
+                failed += 1
+                if not isinstance(answer, StoreError):
+                    raise answer
+                notes.append(str(answer))
+                continue
+            found, note = answer
+            if note:
+                notes.append(note)
+            if name == "@time":
+                for labels, value, _at in found:
+                    times[_gpu_key(labels)] = value
+                continue
+            series.extend(Series(name, labels, value, None) for labels, value, _at in found)
+        if failed == len(queries):
+            raise StoreError(f"{self.store}: no query answered ({notes[0] if notes else 'no reason given'})")
+        if times:
+            series = [Series(s.metric, s.labels, s.value, times.get(_gpu_key(s.labels))) for s in series]
+        joined = join(series, host_label=self.config.host_label)
+        nodes = [self._named(j.sample, now_s) for j in joined.nodes.values()]
+        seen = {n.name for n in nodes}
+        for name in self.cluster.node_names:
+            if name not in seen:
+                why = f"no dcgm-exporter series for {name} in {self.store}"
+                nodes.append(NodeSample(name, Reachability.DOWN, None, error=why))
+        self.notes = tuple(notes) + joined.notes
+        self.last_refresh_wall_s = time.monotonic() - started
+        return SourceResult(tuple(nodes))
+
+    async def _query(
+        self, session: aiohttp.ClientSession, url: str, metric: str, text: str
+    ) -> tuple[list[tuple[dict[str, str], float, float]], str | None]:
+        try:
+            async with session.post(url, data={"query": text}) as response:
+                body = await response.content.read(MAX_RESPONSE_BYTES + 1)
+                if len(body) > MAX_RESPONSE_BYTES:
+                    raise StoreError(f"{metric}: the answer is larger than {MAX_RESPONSE_BYTES >> 20} MiB")
+                if response.status in (401, 403):
+                    raise StoreError(f"{self.store} refused the credentials ({response.status})")
+                if response.status >= 400 and not body.startswith(b"{"):
+                    raise StoreError(f"{self.store} answered HTTP {response.status} for {metric}")
+        except TimeoutError:
+            raise StoreError(
+                f"{metric}: no answer from {self.store} within {self.config.timeout_s:g}s"
+            ) from None
+        except aiohttp.ClientSSLError as err:
+            raise StoreError(f"TLS with {self.store} failed: {_reason(err)}") from None
+        except aiohttp.ClientError as err:
+            raise StoreError(f"cannot reach {self.store}: {_reason(err)}") from None
+        return parse_vector(body, metric)
+
+    def _named(self, sample: NodeSample, now_s: float) -> NodeSample:
+        """The store's host as the cluster names the node (case as configured), and each GPU's last Xid
+        dated by its first sight."""
+        name = self._names.get(sample.name, sample.name)
+        xids = tuple(self._dated(name, e, now_s) for e in sample.xid_events)
+        expected = self.cluster.gpus_per_node
+        return NodeSample(
+            name, sample.reachability, sample.sampled_at_s, sample.gpus, expected, None, (), xids
+        )
+
+    def _dated(self, node: str, event: XidEvent, now_s: float) -> XidEvent:
+        key = (node, event.gpu_index if event.gpu_index is not None else -1, event.code)
+        first = self._xid_seen.setdefault(key, event.time_s or now_s)
+        return XidEvent(first, event.code, event.pci_bus_id, event.gpu_index, event.message)
+
+    async def close(self) -> None:
+        if self._refreshing is not None:
+            self._refreshing.cancel()
+        if self._session is not None:
+            await self._session.close()
+
+
+def _gpu_key(labels: Mapping[str, str]) -> tuple[str, ...]:
+    return tuple(labels.get(label, "") for label in JOIN_LABELS)
+
+
+def _reason(err: BaseException) -> str:
+    """An aiohttp error's words without the URL it carries (which may hold a user or a query)."""
+    text = str(getattr(err, "strerror", None) or getattr(err, "os_error", None) or type(err).__name__)
+    return text[:200]

@@ -1,0 +1,118 @@
+"""A real VictoriaMetrics and a real Prometheus on 127.0.0.1 (Debian packages victoria-metrics and
+prometheus), started by the tests that need them and stopped after; each test that needs one is skipped,
+naming the package, where it is not installed.
+
+VictoriaMetrics takes its series through its import path (no scraping needed); Prometheus scrapes the
+exporters a test serves, every second.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import subprocess
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.infra.procnet import free_ports, read_text
+
+VICTORIA_METRICS = shutil.which("victoria-metrics") or "/usr/bin/victoria-metrics"
+PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
+
+
+@dataclass(frozen=True)
+class Store:
+    url: str
+    process: subprocess.Popen[bytes]
+    log: Path
+
+
+def _wait_ready(url: str, process: subprocess.Popen[bytes], log: Path, within_s: float) -> None:
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"{url} exited: {read_text(log)[-2000:]}")
+        with contextlib.suppress(OSError), urllib.request.urlopen(url, timeout=1) as answer:  # noqa: S310
+            if answer.status == 200:
+                return
+        time.sleep(0.1)
+    raise RuntimeError(f"{url} not ready within {within_s:g}s: {read_text(log)[-2000:]}")
+
+
+@contextlib.contextmanager
+def _running(argv: list[str], port: int, log: Path, ready_path: str, within_s: float) -> Iterator[Store]:
+    with log.open("wb") as out:
+        process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
+    store = Store(f"http://127.0.0.1:{port}", process, log)
+    try:
+        _wait_ready(f"{store.url}{ready_path}", process, log, within_s)
+        yield store
+    finally:
+        process.terminate()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(10)
+        if process.poll() is None:
+            process.kill()
+
+
+@contextlib.contextmanager
+def victoria_metrics(workdir: Path) -> Iterator[Store]:
+    (port,) = free_ports(1)
+    log = workdir / "victoria-metrics.log"
+    argv = [
+        VICTORIA_METRICS,
+        f"-httpListenAddr=127.0.0.1:{port}",
+        f"-storageDataPath={workdir / 'vm-data'}",
+        "-retentionPeriod=100y",
+        # an instant query at "now" sees what was just imported (the default leaves out the last 30 s)
+        "-search.latencyOffset=0s",
+        "-search.disableCache",
+    ]
+    with _running(argv, port, log, "/health", 20.0) as store:
+        yield store
+
+
+def vm_import(store: Store, text: str) -> None:
+    """Exposition lines (with millisecond timestamps) into VictoriaMetrics, searchable at once."""
+    request = urllib.request.Request(  # noqa: S310
+        f"{store.url}/api/v1/import/prometheus", data=text.encode(), method="POST"
+    )
+    with urllib.request.urlopen(request, timeout=30) as answer:  # noqa: S310
+        assert answer.status in (200, 204)
+    with urllib.request.urlopen(f"{store.url}/internal/force_flush", timeout=30):  # noqa: S310
+        pass
+    # flushed data becomes searchable a moment later (its index is built in the background): wait for it
+    first = text.split("{", 1)[0].split("\n")[-1].strip() or text.split()[2]
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        query = urllib.parse.urlencode({"query": f"count({first})"})
+        with urllib.request.urlopen(f"{store.url}/api/v1/query?{query}", timeout=10) as answer:  # noqa: S310
+            if b'"value"' in answer.read():
+                return
+        time.sleep(0.2)
+    raise RuntimeError(f"imported {first} did not become searchable within 20 s")
+
+
+@contextlib.contextmanager
+def prometheus(workdir: Path, targets: list[str]) -> Iterator[Store]:
+    """Prometheus scraping ``targets`` (host:port) every second."""
+    (port,) = free_ports(1)
+    config = workdir / "prometheus.yml"
+    listed = ", ".join(f"'{t}'" for t in targets)
+    config.write_text(
+        "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+        f"scrape_configs:\n  - job_name: dcgm\n    static_configs:\n      - targets: [{listed}]\n"
+    )
+    log = workdir / "prometheus.log"
+    argv = [
+        PROMETHEUS,
+        f"--config.file={config}",
+        f"--storage.tsdb.path={workdir / 'prom-data'}",
+        f"--web.listen-address=127.0.0.1:{port}",
+    ]
+    with _running(argv, port, log, "/-/ready", 30.0) as store:
+        yield store

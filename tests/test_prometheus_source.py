@@ -1,0 +1,171 @@
+"""The Prometheus source against real stores on 127.0.0.1: VictoriaMetrics loaded through its import path,
+Prometheus scraping exporters that speak dcgm-exporter's format (both label spellings, a site without
+the device utilization field). Bad input gets a reason: the store down, an error answer, credentials
+that never show in a message."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from gputop.core.config import ClusterConfig, PrometheusConfig, Thresholds
+from gputop.core.models import ClusterSnapshot, Reachability
+from gputop.core.nodeset import expand_nodeset
+from gputop.core.view import ViewStage
+from gputop.sim.dcgm_text import ExporterStyle, exposition
+from gputop.sim.simulator import SimulatedCluster
+from gputop.sources.prometheus import PrometheusSource, StoreError, parse_vector
+from tests.infra.procnet import free_ports
+from tests.infra.stores import PROMETHEUS, VICTORIA_METRICS, prometheus, victoria_metrics, vm_import
+
+needs_vm = pytest.mark.skipif(
+    not os.path.exists(VICTORIA_METRICS),
+    reason="VictoriaMetrics is not installed (Debian package victoria-metrics)",
+)
+needs_prometheus = pytest.mark.skipif(
+    not os.path.exists(PROMETHEUS), reason="Prometheus is not installed (Debian package prometheus)"
+)
+SITE_A = ExporterStyle()  # Hostname, UUID, the device utilization
+SITE_B = ExporterStyle(host_label="hostname", uuid_label="uuid", device_util=False, profiling=True)
+
+
+def cluster_config(url: str, nodes: str, **prometheus: object) -> ClusterConfig:
+    return ClusterConfig(
+        name="prom",
+        nodeset=nodes,
+        node_names=expand_nodeset(nodes),
+        prometheus=PrometheusConfig(url=url, **prometheus),  # type: ignore[arg-type]
+    )
+
+
+def fleet(now_s: float) -> SimulatedCluster:
+    cluster = SimulatedCluster(nodes=16, gpus_per_node=8, seed=42, start_time_s=now_s - 5)
+    cluster.advance_to(now_s)
+    return cluster
+
+
+async def collect_once(config: ClusterConfig, now_s: float) -> tuple[PrometheusSource, object]:
+    source = PrometheusSource(config, lambda: now_s)
+    await source.start()
+    try:
+        return source, await source.collect(now_s)
+    finally:
+        await source.close()
+
+
+@needs_vm
+async def test_victoriametrics_holds_two_sites_styles_and_a_missing_node(tmp_path: Path) -> None:
+    now_s = time.time()
+    sim = fleet(now_s)
+    nodes = sim.result().nodes
+    answering = [n for n in nodes if n.reachability is Reachability.OK and n.sampled_at_s == sim.now_s]
+    time_ms = int(now_s * 1000)
+    text = exposition(answering[:8], SITE_A, time_ms) + exposition(answering[8:], SITE_B, time_ms)
+    with victoria_metrics(tmp_path) as store:
+        vm_import(store, text)
+        config = cluster_config(store.url, "gpu[001-017]", flavor="victoriametrics")
+        source, result = await collect_once(config, now_s + 1)
+    by_name = {n.name: n for n in result.nodes}  # type: ignore[attr-defined]
+    first, later = answering[0], answering[9]
+    got = by_name[first.name]
+    assert got.reachability is Reachability.OK and len(got.gpus) == 8
+    assert [g.temp_c for g in got.gpus] == [round(g.temp_c, 6) for g in first.gpus]  # type: ignore[arg-type]
+    assert got.gpus[0].uuid == first.gpus[0].uuid and got.gpus[0].name == first.gpus[0].name
+    assert got.sampled_at_s == pytest.approx(time_ms / 1000.0)
+    # the site without DCGM_FI_DEV_GPU_UTIL: utilization from the profiling field; uuid spelt low
+    other = by_name[later.name]
+    assert other.gpus[0].uuid == later.gpus[0].uuid
+    assert other.gpus[0].util_pct == pytest.approx(later.gpus[0].util_pct, abs=0.01)
+    # the node the config lists and the store lacks: down, saying why
+    missing = by_name["gpu017"]
+    assert missing.reachability is Reachability.DOWN and "no dcgm-exporter series for gpu017" in (
+        missing.error or ""
+    )
+    # through the same view stage as every source: the simulator's hot GPU is a problem here too
+    stage = ViewStage(Thresholds(), interval_s=1.0, judge_at_once=True)
+    view = stage.derive(ClusterSnapshot.build("prom", now_s + 1, tuple(result.nodes), None))  # type: ignore[attr-defined]
+    hot = next(i.node for i in sim.incidents if i.kind == "hot_gpu")
+    assert "temp" in {p.kind for p in view.rows[hot].problems}
+    assert source.last_refresh_wall_s is not None and source.last_refresh_wall_s < 5.0
+
+
+async def test_a_store_that_is_down_or_answers_an_error_gets_a_reason_without_secrets(tmp_path: Path) -> None:
+    (port,) = free_ports(1)
+    secret_file = tmp_path / "token"
+    secret_file.write_text("s3cret-token\n")
+    for url, extra in (
+        (f"http://reader:pa55word@127.0.0.1:{port}/prefix?key=hidden", {}),
+        (f"http://127.0.0.1:{port}/prefix?key=hidden", {"bearer_token_file": str(secret_file)}),
+    ):
+        config = cluster_config(url, "gpu[001-002]", timeout_s=2.0, **extra)
+        with pytest.raises(StoreError) as caught:
+            await collect_once(config, time.time())
+        words = str(caught.value)
+        assert f"http://127.0.0.1:{port}" in words and "no query answered" in words
+        for secret in ("pa55word", "reader", "s3cret", "hidden", "prefix"):
+            assert secret not in words
+    both = cluster_config(f"http://u:p@127.0.0.1:{port}", "gpu001", bearer_token_file=str(secret_file))
+    with pytest.raises(StoreError, match="keep one"):
+        await collect_once(both, time.time())
+    # an error answer, and a partial one
+    with pytest.raises(StoreError, match="bad_data: parse error"):
+        parse_vector(b'{"status":"error","errorType":"bad_data","error":"parse error at char 3"}', "X")
+    found, note = parse_vector(
+        b'{"status":"success","warnings":["store-gateway down"],"data":{"resultType":"vector","result":'
+        b'[{"metric":{"Hostname":"a","gpu":"0"},"value":[1700000000,"42"]},{"metric":"junk"}]}}',
+        "DCGM_FI_DEV_GPU_UTIL",
+    )
+    assert found == [({"Hostname": "a", "gpu": "0"}, 42.0, 1700000000.0)] and note is not None
+    assert "partial answer (store-gateway down)" in note
+    # a token file that cannot be read is said before anything is asked
+    missing = dataclasses.replace(
+        config, prometheus=dataclasses.replace(config.prometheus, bearer_token_file=str(tmp_path / "nope"))
+    )
+    with pytest.raises(StoreError, match="cannot read the bearer token file"):
+        await collect_once(missing, time.time())
+
+
+@needs_prometheus
+async def test_prometheus_scraping_exporters_in_both_spellings(tmp_path: Path) -> None:
+    from aiohttp import web
+
+    now_s = time.time()
+    sim = fleet(now_s)
+    nodes = [n for n in sim.result().nodes if n.reachability is Reachability.OK][:4]
+    texts = [exposition(nodes[:2], SITE_A), exposition(nodes[2:], SITE_B)]
+    runners = []
+    ports = free_ports(2)
+    for text, port in zip(texts, ports, strict=True):
+
+        async def metrics(_request: web.Request, body: str = text) -> web.Response:
+            return web.Response(text=body, content_type="text/plain")
+
+        app = web.Application()
+        app.router.add_get("/metrics", metrics)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        await web.TCPSite(runner, "127.0.0.1", port).start()
+        runners.append(runner)
+    try:
+        with prometheus(tmp_path, [f"127.0.0.1:{p}" for p in ports]) as store:
+            config = cluster_config(store.url, ",".join(n.name for n in nodes))
+            deadline = time.monotonic() + 40
+            while True:
+                _source, result = await collect_once(config, time.time())
+                up = [n for n in result.nodes if n.reachability is Reachability.OK]  # type: ignore[attr-defined]
+                if len(up) == 4 or time.monotonic() > deadline:
+                    break
+                await asyncio.sleep(1.0)
+    finally:
+        for runner in runners:
+            await runner.cleanup()
+    assert sorted(n.name for n in up) == sorted(n.name for n in nodes)
+    by_name = {n.name: n for n in up}
+    for node in nodes:
+        assert [g.uuid for g in by_name[node.name].gpus] == [g.uuid for g in node.gpus]
+        assert [g.power_w for g in by_name[node.name].gpus] == pytest.approx([g.power_w for g in node.gpus])
