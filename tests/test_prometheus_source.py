@@ -120,7 +120,7 @@ async def test_a_store_that_is_down_or_answers_an_error_gets_a_reason_without_se
         b'[{"metric":{"Hostname":"a","gpu":"0"},"value":[1700000000,"42"]},{"metric":"junk"}]}}',
         "DCGM_FI_DEV_GPU_UTIL",
     )
-    assert found == [({"Hostname": "a", "gpu": "0"}, 42.0, 1700000000.0)] and note is not None
+    assert found == [({"Hostname": "a", "gpu": "0"}, 42.0)] and note is not None
     assert "partial answer (store-gateway down)" in note
     # a token file that cannot be read is said before anything is asked
     missing = dataclasses.replace(

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, NamedTuple
 
 from gputop.core.models import GpuSample, NodeSample, Reachability, XidEvent
 from gputop.core.parsers.query_gpu import NOT_THROTTLING, THROTTLE_REASON_BITS
@@ -31,16 +31,10 @@ UUID_LABELS: Final = ("UUID", "uuid")
 GPU_LABELS: Final = ("gpu",)
 MIG_PROFILE_LABEL: Final = "GPU_I_PROFILE"
 MIG_ID_LABEL: Final = "GPU_I_ID"
-# every label the join reads: what an aggregating query keeps ("max by (...)")
-JOIN_LABELS: Final = (
-    *HOST_LABELS,
-    *GPU_LABELS,
-    *UUID_LABELS,
-    "pci_bus_id",
-    "modelName",
-    MIG_PROFILE_LABEL,
-    MIG_ID_LABEL,
-)
+# the labels that place a series: what an aggregating query of a reading keeps ("max by (...)")
+PLACE_LABELS: Final = (*HOST_LABELS, *GPU_LABELS, MIG_PROFILE_LABEL, MIG_ID_LABEL)
+# and every label the join reads, kept by the one query that says when each GPU was sampled
+JOIN_LABELS: Final = (*PLACE_LABELS, *UUID_LABELS, "pci_bus_id", "modelName")
 
 # metric -> (GpuSample field, scale): what each dcgm-exporter field becomes
 GAUGES: Final[Mapping[str, tuple[str, float]]] = {
@@ -78,14 +72,20 @@ MAX_NODES: Final = 200_000
 MAX_GPUS_PER_NODE: Final = 64
 
 
-@dataclass(frozen=True, slots=True)
-class Series:
-    """One series' latest value: its metric, labels, value and when it was sampled (None: unknown)."""
+class Series(NamedTuple):
+    """One series' latest value: its metric, labels, value and when it was sampled (None: unknown). A
+    NamedTuple: a refresh of 80,000 GPUs makes about a million of these."""
 
     metric: str
     labels: Mapping[str, str]
     value: float
     time_s: float | None = None
+
+
+# A store's answer for when each GPU was last sampled, with the GPU's identity labels (UUID, model, PCI
+# bus): one series per GPU whose value is that time. The other metrics' answers carry only the labels
+# that place a series (host, GPU, MIG instance), so they are a fraction of the size.
+SAMPLE_TIME: Final = "@time"
 
 
 @dataclass(slots=True)
@@ -94,7 +94,7 @@ class _Gpu:
     values: dict[str, float] = field(default_factory=dict)
     labels: dict[str, str] = field(default_factory=dict)
     mig: bool = False
-    xid: tuple[int, float | None] | None = None
+    xid: int | None = None  # the last Xid the exporter reports
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,36 +133,65 @@ def host_of(labels: Mapping[str, str], host_label: str | None = None) -> str | N
 
 
 def join(series: Iterable[Series], *, host_label: str | None = None) -> Joined:
-    hosts: dict[str, dict[int, _Gpu]] = {}
+    """Series one by one (an exporter's /metrics): grouped by metric, each sample time as SAMPLE_TIME."""
+    answers: dict[str, list[tuple[Mapping[str, str], float]]] = {}
+    for one in series:
+        answers.setdefault(one.metric, []).append((one.labels, one.value))
+        if one.time_s is not None:
+            answers.setdefault(SAMPLE_TIME, []).append((one.labels, one.time_s))
+    return join_answers(answers, host_label=host_label)
+
+
+def join_answers(
+    answers: Mapping[str, Sequence[tuple[Mapping[str, str], float]]], *, host_label: str | None = None
+) -> Joined:
+    """Each metric's (labels, value) pairs, SAMPLE_TIME's values being sample times, as nodes. About a
+    million pairs a refresh at 80,000 GPUs: each host's name is worked out once and each GPU is found by
+    its label's text."""
+    hosts: dict[str, dict[str, _Gpu]] = {}
+    host_of_raw: dict[str, str | None] = {}
     newest: dict[str, float] = {}
     unplaced = 0
-    for one in series:
-        host = host_of(one.labels, host_label)
-        gpu_text = one.labels.get("gpu", "")
-        if host is None or not gpu_text.isdigit() or len(gpu_text) > 3:
-            unplaced += 1
-            continue
-        gpus = hosts.get(host)
-        if gpus is None:
-            if len(hosts) >= MAX_NODES:
+    labels_order = (host_label,) if host_label else HOST_LABELS
+    for metric, pairs in answers.items():
+        is_time = metric == SAMPLE_TIME
+        for labels, value in pairs:
+            raw = None
+            for label in labels_order:
+                raw = labels.get(label)
+                if raw:
+                    break
+            host = host_of_raw.get(raw) if type(raw) is str else None
+            if host is None and type(raw) is str and raw not in host_of_raw:
+                host = host_of_raw[raw] = host_of(labels, host_label)
+            gpu_text = labels.get("gpu")
+            if host is None or type(gpu_text) is not str:
                 unplaced += 1
                 continue
-            gpus = hosts[host] = {}
-        index = int(gpu_text)
-        gpu = gpus.get(index)
-        if gpu is None:
-            if len(gpus) >= MAX_GPUS_PER_NODE:
-                unplaced += 1
+            gpus = hosts.get(host)
+            if gpus is None:
+                if len(hosts) >= MAX_NODES:
+                    unplaced += 1
+                    continue
+                gpus = hosts[host] = {}
+            gpu = gpus.get(gpu_text)
+            if gpu is None:
+                if not gpu_text.isdigit() or len(gpu_text) > 3 or len(gpus) >= MAX_GPUS_PER_NODE:
+                    unplaced += 1
+                    continue
+                gpu = gpus[gpu_text] = _Gpu(int(gpu_text))
+            if is_time:
+                if value > newest.get(host, 0.0):
+                    newest[host] = value
+                _identity(gpu, labels)
                 continue
-            gpu = gpus[index] = _Gpu(index)
-        if one.time_s is not None and one.time_s > newest.get(host, 0.0):
-            newest[host] = one.time_s
-        _take(gpu, one)
+            _take(gpu, metric, labels, value)
     nodes = {}
-    for host, gpus in hosts.items():
-        samples = tuple(_sample(gpus[i]) for i in sorted(gpus))
+    for host, by_text in hosts.items():
+        ordered = sorted(by_text.values(), key=lambda g: g.index)
+        samples = tuple(_sample(g) for g in ordered)
         exported = frozenset(name for s in samples for name in _FIELDS if getattr(s, name) is not None)
-        xids = tuple(_xid(gpus[i]) for i in sorted(gpus) if gpus[i].xid is not None)
+        xids = tuple(_xid(g, newest.get(host)) for g in ordered if g.xid is not None)
         sample = NodeSample(host, Reachability.OK, newest.get(host), samples, None, None, (), xids)
         nodes[host] = JoinedNode(sample, newest.get(host), exported)
     notes = (f"{unplaced} series had no host or GPU label and were left out",) if unplaced else ()
@@ -172,24 +201,26 @@ def join(series: Iterable[Series], *, host_label: str | None = None) -> Joined:
 _FIELDS: Final = tuple(sorted({name for name, _ in GAUGES.values()} | {"mem_total_mib", "throttle_reasons"}))
 
 
-def _take(gpu: _Gpu, one: Series) -> None:
-    labels = one.labels
+def _identity(gpu: _Gpu, labels: Mapping[str, str]) -> None:
     for label in ("UUID", "uuid", "pci_bus_id", "modelName"):
         text = labels.get(label)
-        if text and label not in gpu.labels:
+        if type(text) is str and text and label not in gpu.labels:
             gpu.labels[label] = text[:200]
+
+
+def _take(gpu: _Gpu, metric: str, labels: Mapping[str, str], value: float) -> None:
     if labels.get(MIG_PROFILE_LABEL):
         gpu.mig = True
-    value = one.value
+    if "UUID" in labels or "uuid" in labels or "modelName" in labels:  # an exporter's own series
+        _identity(gpu, labels)
     if value != value or is_blank(value):  # NaN or DCGM's blank: no reading
         return
-    metric = one.metric
     if metric == PROFILE_UTIL and labels.get(MIG_PROFILE_LABEL):
         return  # an instance's activity; the GPU's utilization is not reported under MIG
     if metric == XID:
         code = int(value)
         if code > 0:
-            gpu.xid = (code, one.time_s)
+            gpu.xid = code
         return
     gpu.values[metric] = value
 
@@ -240,12 +271,12 @@ def _sample(gpu: _Gpu) -> GpuSample:
     )
 
 
-def _xid(gpu: _Gpu) -> XidEvent:
-    code, time_s = gpu.xid or (0, None)
+def _xid(gpu: _Gpu, seen_s: float | None) -> XidEvent:
     # dcgm-exporter keeps the GPU's last Xid as a value: when it happened is not said, only when it was
     # seen (the source keeps the first sight of each)
+    code = gpu.xid or 0
     words = f"Xid {code} (the last Xid dcgm-exporter reports on GPU{gpu.index})"
-    return XidEvent(time_s or 0.0, code, gpu.labels.get("pci_bus_id"), gpu.index, words)
+    return XidEvent(seen_s or 0.0, code, gpu.labels.get("pci_bus_id"), gpu.index, words)
 
 
 def _reasons(mask: int) -> tuple[str, ...]:

@@ -23,7 +23,7 @@ import logging
 import os
 import ssl
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 from urllib.parse import urlsplit
@@ -32,11 +32,12 @@ import aiohttp
 import orjson
 
 from gputop.core.config import ClusterConfig, PrometheusConfig
-from gputop.core.dcgm_join import JOIN_LABELS, METRICS, Series, join
+from gputop.core.dcgm_join import JOIN_LABELS, METRICS, PLACE_LABELS, SAMPLE_TIME, join_answers
 from gputop.core.models import NodeSample, Reachability, SourceResult, XidEvent
 
 log = logging.getLogger(__name__)
 
+MAX_LABELS: Final = 32  # labels of one series: an aggregated answer has a handful
 MAX_RESPONSE_BYTES: Final = 256 * 1024 * 1024  # 80,000 GPUs x a dozen metrics, with room
 TIME_QUERY: Final = "DCGM_FI_DEV_FB_USED"  # in every dcgm-exporter default field list
 TENANT_HEADERS: Final = {"thanos": "THANOS-TENANT", "mimir": "X-Scope-OrgID"}
@@ -65,7 +66,13 @@ def store_name(config: PrometheusConfig) -> str:
 
 
 def aggregated(metric: str) -> str:
-    return f"max by ({','.join(JOIN_LABELS)}) ({metric})"
+    """One series per GPU (or MIG instance) with only the labels that place it."""
+    return f"max by ({','.join(PLACE_LABELS)}) ({metric})"
+
+
+def sample_times() -> str:
+    """When each GPU was last sampled, with its identity labels."""
+    return f"max by ({','.join(JOIN_LABELS)}) (timestamp({TIME_QUERY}))"
 
 
 def read_secret(path: str | None, variable: str | None, what: str) -> str | None:
@@ -112,8 +119,8 @@ def tls_for(config: PrometheusConfig) -> ssl.SSLContext | None:
     return context
 
 
-def parse_vector(body: bytes, metric: str) -> tuple[list[tuple[dict[str, str], float, float]], str | None]:
-    """An instant query's answer: (labels, value, time) per series, and a note on a partial answer."""
+def parse_vector(body: bytes, metric: str) -> tuple[list[tuple[dict[str, str], float]], str | None]:
+    """An instant query's answer: (labels, value) per series, and a note on a partial answer."""
     try:
         document = orjson.loads(body)
     except orjson.JSONDecodeError:
@@ -131,20 +138,16 @@ def parse_vector(body: bytes, metric: str) -> tuple[list[tuple[dict[str, str], f
         or not isinstance(data.get("result"), list)
     ):
         raise StoreError(f"{metric}: the answer holds no instant vector")
-    found: list[tuple[dict[str, str], float, float]] = []
-    for entry in data["result"]:
-        if not isinstance(entry, dict):
-            continue
-        labels = entry.get("metric")
-        value = entry.get("value")
-        if not isinstance(labels, dict) or not isinstance(value, list) or len(value) != 2:
-            continue
-        try:
-            found.append(
-                ({str(k)[:100]: str(v)[:1000] for k, v in labels.items()}, float(value[1]), float(value[0]))
-            )
-        except (TypeError, ValueError):
-            continue
+    result = data["result"]
+    try:
+        # the labels as decoded, no copy (a refresh holds about a million); values checked where read
+        found = [
+            (labels, float(entry["value"][1]))
+            for entry in result
+            if type(labels := entry["metric"]) is dict and len(labels) <= MAX_LABELS
+        ]
+    except (TypeError, ValueError, KeyError, IndexError):
+        found = _one_by_one(result)
     warnings = document.get("warnings")
     note = (
         f"{metric}: partial answer ({str(warnings[0])[:120]})"
@@ -152,6 +155,19 @@ def parse_vector(body: bytes, metric: str) -> tuple[list[tuple[dict[str, str], f
         else None
     )
     return found, note
+
+
+def _one_by_one(result: list[object]) -> list[tuple[dict[str, str], float]]:
+    """The answer's series one at a time: an entry that is not a series is left out (a damaged answer)."""
+    found = []
+    for entry in result:
+        try:
+            labels = entry["metric"]  # type: ignore[index]
+            if type(labels) is dict and len(labels) <= MAX_LABELS:
+                found.append((labels, float(entry["value"][1])))  # type: ignore[index]
+        except (TypeError, ValueError, KeyError, IndexError):
+            continue
+    return found
 
 
 class PrometheusSource:
@@ -219,15 +235,14 @@ class PrometheusSource:
         started = time.monotonic()
         url = query_url(self.config)
         queries = {metric: aggregated(metric) for metric in METRICS}
-        queries["@time"] = f"max by ({','.join(JOIN_LABELS)}) (timestamp({TIME_QUERY}))"
+        queries[SAMPLE_TIME] = sample_times()
         answers = await asyncio.gather(
             *(self._query(session, url, name, text) for name, text in queries.items()), return_exceptions=True
         )
         notes: list[str] = []
-        series: list[Series] = []
-        times: dict[tuple[str, ...], float] = {}
+        answered: dict[str, list[tuple[dict[str, str], float]]] = {}
         failed = 0
-        for (name, _), answer in zip(queries.items(), answers, strict=True):
+        for name, answer in zip(queries, answers, strict=True):
             if isinstance(answer, BaseException):
                 failed += 1
                 if not isinstance(answer, StoreError):
@@ -237,16 +252,10 @@ class PrometheusSource:
             found, note = answer
             if note:
                 notes.append(note)
-            if name == "@time":
-                for labels, value, _at in found:
-                    times[_gpu_key(labels)] = value
-                continue
-            series.extend(Series(name, labels, value, None) for labels, value, _at in found)
+            answered[name] = found
         if failed == len(queries):
             raise StoreError(f"{self.store}: no query answered ({notes[0] if notes else 'no reason given'})")
-        if times:
-            series = [Series(s.metric, s.labels, s.value, times.get(_gpu_key(s.labels))) for s in series]
-        joined = join(series, host_label=self.config.host_label)
+        joined = join_answers(answered, host_label=self.config.host_label)
         nodes = [self._named(j.sample, now_s) for j in joined.nodes.values()]
         seen = {n.name for n in nodes}
         for name in self.cluster.node_names:
@@ -259,12 +268,18 @@ class PrometheusSource:
 
     async def _query(
         self, session: aiohttp.ClientSession, url: str, metric: str, text: str
-    ) -> tuple[list[tuple[dict[str, str], float, float]], str | None]:
+    ) -> tuple[list[tuple[dict[str, str], float]], str | None]:
         try:
             async with session.post(url, data={"query": text}) as response:
-                body = await response.content.read(MAX_RESPONSE_BYTES + 1)
-                if len(body) > MAX_RESPONSE_BYTES:
-                    raise StoreError(f"{metric}: the answer is larger than {MAX_RESPONSE_BYTES >> 20} MiB")
+                chunks: list[bytes] = []
+                size = 0
+                async for chunk in response.content.iter_chunked(1 << 20):
+                    size += len(chunk)
+                    if size > MAX_RESPONSE_BYTES:
+                        limit_mib = MAX_RESPONSE_BYTES >> 20
+                        raise StoreError(f"{metric}: the answer is larger than {limit_mib} MiB")
+                    chunks.append(chunk)
+                body = b"".join(chunks)
                 if response.status in (401, 403):
                     raise StoreError(f"{self.store} refused the credentials ({response.status})")
                 if response.status >= 400 and not body.startswith(b"{"):
@@ -299,10 +314,6 @@ class PrometheusSource:
             self._refreshing.cancel()
         if self._session is not None:
             await self._session.close()
-
-
-def _gpu_key(labels: Mapping[str, str]) -> tuple[str, ...]:
-    return tuple(labels.get(label, "") for label in JOIN_LABELS)
 
 
 def _reason(err: BaseException) -> str:

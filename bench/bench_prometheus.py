@@ -1,0 +1,90 @@
+"""The Prometheus source at scale: a real VictoriaMetrics holding N nodes x 8 GPUs of dcgm-exporter series
+(loaded through its import path: 10,000 scrape targets are more than this machine runs), and gputop's
+refreshes of it timed: wall time of one full refresh (all queries, concurrently, and the join) and the
+CPU it takes, as a share of a core at the source's 15 s cadence.
+
+    python bench/bench_prometheus.py [--nodes 10000] [--refreshes 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import resource
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))  # tests.infra.stores
+
+from bench_report import Row, cpu_model, print_table  # noqa: E402
+
+from gputop.core.config import ClusterConfig, PrometheusConfig  # noqa: E402
+from gputop.core.models import Reachability  # noqa: E402
+from gputop.sim.dcgm_text import exposition  # noqa: E402
+from gputop.sim.simulator import SimulatedCluster  # noqa: E402
+from gputop.sources.prometheus import PrometheusSource  # noqa: E402
+from tests.infra.stores import victoria_metrics, vm_import  # noqa: E402
+
+CADENCE_S = 15.0
+
+
+async def refreshes(url: str, count: int) -> tuple[list[float], list[float], int]:
+    config = ClusterConfig(name="bench", prometheus=PrometheusConfig(url=url, flavor="victoriametrics"))
+    source = PrometheusSource(config, time.time)
+    await source.start()
+    walls, cpus, answering = [], [], 0
+    try:
+        for _ in range(count):
+            cpu = time.process_time()
+            wall = time.perf_counter()
+            result = await source._refresh(time.time())  # one full refresh, as collect starts it
+            walls.append(time.perf_counter() - wall)
+            cpus.append(time.process_time() - cpu)
+            answering = sum(1 for n in result.nodes if n.reachability is Reachability.OK)
+    finally:
+        await source.close()
+    return walls, cpus, answering
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--nodes", type=int, default=10_000)
+    parser.add_argument("--refreshes", type=int, default=5)
+    args = parser.parse_args()
+    print(f"prometheus source benchmark: {args.nodes} nodes x 8 GPUs in VictoriaMetrics; {cpu_model()}")
+    now_s = time.time()
+    cluster = SimulatedCluster(nodes=args.nodes, gpus_per_node=8, seed=42, start_time_s=now_s - 2)
+    cluster.advance_to(now_s)
+    nodes = [n for n in cluster.result().nodes if n.reachability is Reachability.OK]
+    with tempfile.TemporaryDirectory() as workdir, victoria_metrics(Path(workdir)) as store:
+        started = time.perf_counter()
+        chunk = 1000
+        for at in range(0, len(nodes), chunk):
+            vm_import(store, exposition(nodes[at : at + chunk], time_ms=int(now_s * 1000)))
+        load_s = time.perf_counter() - started
+        walls, cpus, answering = asyncio.run(refreshes(store.url, args.refreshes))
+    rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"loaded {len(nodes)} nodes in {load_s:.1f} s; {answering} answering in the last refresh")
+    cpu_s = statistics.median(cpus)
+    print_table(
+        [
+            Row("full refresh, wall (median)", statistics.median(walls) * 1000, "ms", 1000.0),
+            Row("full refresh, CPU (median)", cpu_s * 1000, "ms"),
+            Row("share of a core at a 15 s cadence", cpu_s / CADENCE_S * 100, "%", 25.0),
+            Row("peak RSS of this process", rss_mb, "MB", note="the simulator's fleet included"),
+        ],
+        {"ms": "{:.0f} ms", "%": "{:.1f} %", "MB": "{:.0f} MB"},
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
