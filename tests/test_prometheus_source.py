@@ -43,8 +43,8 @@ def cluster_config(url: str, nodes: str, **prometheus: object) -> ClusterConfig:
     )
 
 
-def fleet(now_s: float) -> SimulatedCluster:
-    cluster = SimulatedCluster(nodes=16, gpus_per_node=8, seed=42, start_time_s=now_s - 5)
+def fleet(now_s: float, nodes: int = 16) -> SimulatedCluster:
+    cluster = SimulatedCluster(nodes=nodes, gpus_per_node=8, seed=42, start_time_s=now_s - 5)
     cluster.advance_to(now_s)
     return cluster
 
@@ -61,16 +61,18 @@ async def collect_once(config: ClusterConfig, now_s: float) -> tuple[PrometheusS
 @needs_vm
 async def test_victoriametrics_holds_two_sites_styles_and_a_missing_node(tmp_path: Path) -> None:
     now_s = time.time()
-    sim = fleet(now_s)
+    sim = fleet(now_s, nodes=300)  # answers of several hundred kilobytes: read whole, not a first chunk
     nodes = sim.result().nodes
     answering = [n for n in nodes if n.reachability is Reachability.OK and n.sampled_at_s == sim.now_s]
     time_ms = int(now_s * 1000)
     text = exposition(answering[:8], SITE_A, time_ms) + exposition(answering[8:], SITE_B, time_ms)
     with victoria_metrics(tmp_path) as store:
         vm_import(store, text)
-        config = cluster_config(store.url, "gpu[001-017]", flavor="victoriametrics")
+        config = cluster_config(store.url, "gpu[001-010],gpu999", flavor="victoriametrics")
         source, result = await collect_once(config, now_s + 1)
     by_name = {n.name: n for n in result.nodes}  # type: ignore[attr-defined]
+    up = [n for n in by_name.values() if n.reachability is Reachability.OK]
+    assert len(up) == len(answering) and all(len(n.gpus) == len(by_name[n.name].gpus) for n in answering)
     first, later = answering[0], answering[9]
     got = by_name[first.name]
     assert got.reachability is Reachability.OK and len(got.gpus) == 8
@@ -82,8 +84,8 @@ async def test_victoriametrics_holds_two_sites_styles_and_a_missing_node(tmp_pat
     assert other.gpus[0].uuid == later.gpus[0].uuid
     assert other.gpus[0].util_pct == pytest.approx(later.gpus[0].util_pct, abs=0.01)
     # the node the config lists and the store lacks: down, saying why
-    missing = by_name["gpu017"]
-    assert missing.reachability is Reachability.DOWN and "no dcgm-exporter series for gpu017" in (
+    missing = by_name["gpu999"]
+    assert missing.reachability is Reachability.DOWN and "no dcgm-exporter series for gpu999" in (
         missing.error or ""
     )
     # through the same view stage as every source: the simulator's hot GPU is a problem here too
