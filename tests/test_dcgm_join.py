@@ -87,3 +87,26 @@ def test_label_spellings_instance_fallback_and_a_sites_own_label() -> None:
     # a label value cannot pose as another label: quotes and backslashes stay inside it
     text = parse_prom_text('DCGM_FI_DEV_GPU_UTIL{gpu="0",Hostname="evil\\",gpu=\\"7",x="\\\\"} 5\n')
     assert text.samples[0].labels == {"gpu": "0", "Hostname": 'evil",gpu="7', "x": "\\"}
+
+
+def test_the_joiner_keeps_slow_metrics_between_their_refreshes_and_drops_gone_gpus() -> None:
+    from gputop.core.dcgm_join import SAMPLE_TIME, DcgmJoiner
+
+    place = {"Hostname": "a", "gpu": "0"}
+    other = {"Hostname": "b", "gpu": "0"}
+    joiner = DcgmJoiner()
+    full = joiner.update(
+        {
+            "DCGM_FI_DEV_GPU_UTIL": [(place, 40.0), (other, 10.0)],
+            "DCGM_FI_DEV_POWER_MGMT_LIMIT": [(place, 700.0), (other, 700.0)],
+            SAMPLE_TIME: [({**place, "UUID": "GPU-a"}, 100.0), ({**other, "UUID": "GPU-b"}, 100.0)],
+        }
+    )
+    assert full.nodes["a"].sample.gpus[0].power_limit_w == 700.0
+    # a refresh without the slow metric: its last value stays, the reading moves, the identity stays
+    fast = joiner.update({"DCGM_FI_DEV_GPU_UTIL": [(place, 60.0)], SAMPLE_TIME: [(place, 115.0)]})
+    (gpu,) = fast.nodes["a"].sample.gpus
+    assert (gpu.util_pct, gpu.power_limit_w, gpu.uuid) == (60.0, 700.0, "GPU-a")
+    assert fast.nodes["a"].sample.sampled_at_s == 115.0
+    # host b has no sample time in this refresh: gone from the store, gone from the join
+    assert "b" not in fast.nodes

@@ -57,6 +57,19 @@ CLOCK_REASONS: Final = ("DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "DCGM_FI_DEV_CLOCK_T
 XID: Final = "DCGM_FI_DEV_XID_ERRORS"
 ROW_REMAP_FAILURE: Final = "DCGM_FI_DEV_ROW_REMAP_FAILURE"
 ROW_REMAP_PENDING: Final = "DCGM_FI_DEV_ROW_REMAP_PENDING"
+# what changes seldom: asked less often than the readings by a source that refreshes (the Xid, ECC and the
+# readings are asked every time)
+SLOW_METRICS: Final = frozenset(
+    {
+        "DCGM_FI_DEV_MEM_COPY_UTIL",
+        "DCGM_FI_DEV_POWER_MGMT_LIMIT",
+        "DCGM_FI_DEV_MAX_SM_CLOCK",
+        FB_RESERVED,
+        *CLOCK_REASONS,
+        ROW_REMAP_FAILURE,
+        ROW_REMAP_PENDING,
+    }
+)
 METRICS: Final = (
     *GAUGES,
     PROFILE_UTIL,
@@ -95,6 +108,7 @@ class _Gpu:
     labels: dict[str, str] = field(default_factory=dict)
     mig: bool = False
     xid: int | None = None  # the last Xid the exporter reports
+    seen: int = 0  # the joiner's last update with a sample time for it
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,57 +159,100 @@ def join(series: Iterable[Series], *, host_label: str | None = None) -> Joined:
 def join_answers(
     answers: Mapping[str, Sequence[tuple[Mapping[str, str], float]]], *, host_label: str | None = None
 ) -> Joined:
-    """Each metric's (labels, value) pairs, SAMPLE_TIME's values being sample times, as nodes. About a
-    million pairs a refresh at 80,000 GPUs: each host's name is worked out once and each GPU is found by
-    its label's text."""
-    hosts: dict[str, dict[str, _Gpu]] = {}
-    host_of_raw: dict[str, str | None] = {}
-    newest: dict[str, float] = {}
-    unplaced = 0
-    labels_order = (host_label,) if host_label else HOST_LABELS
-    for metric, pairs in answers.items():
-        is_time = metric == SAMPLE_TIME
-        for labels, value in pairs:
-            raw = None
-            for label in labels_order:
-                raw = labels.get(label)
-                if raw:
-                    break
-            host = host_of_raw.get(raw) if type(raw) is str else None
-            if host is None and type(raw) is str and raw not in host_of_raw:
-                host = host_of_raw[raw] = host_of(labels, host_label)
-            gpu_text = labels.get("gpu")
-            if host is None or type(gpu_text) is not str:
-                unplaced += 1
-                continue
-            gpus = hosts.get(host)
-            if gpus is None:
-                if len(hosts) >= MAX_NODES:
+    """Each metric's (labels, value) pairs, SAMPLE_TIME's values being sample times, as nodes."""
+    return DcgmJoiner(host_label).update(answers)
+
+
+class DcgmJoiner:
+    """The join kept between refreshes: each GPU stays, and an update that does not ask for a metric (the
+    slow ones, asked every few refreshes) leaves that metric's last values; an update with sample times
+    drops the GPUs it has none for (an exporter gone from the store).
+
+    About a million pairs a refresh at 80,000 GPUs: each host's name is worked out once and each GPU is
+    found by its label's text."""
+
+    def __init__(self, host_label: str | None = None) -> None:
+        self.host_label = host_label
+        self._hosts: dict[str, dict[str, _Gpu]] = {}
+        self._host_of_raw: dict[str, str | None] = {}
+        self._newest: dict[str, float] = {}
+        self._generation = 0
+
+    def update(self, answers: Mapping[str, Sequence[tuple[Mapping[str, str], float]]]) -> Joined:
+        hosts = self._hosts
+        self._generation += 1
+        generation = self._generation
+        timed = SAMPLE_TIME in answers
+        answered = [m for m in answers if m != SAMPLE_TIME]
+        for kept in hosts.values():
+            for earlier in kept.values():
+                values = earlier.values
+                for metric in answered:
+                    values.pop(metric, None)
+                if XID in answers:
+                    earlier.xid = None
+                if timed:
+                    earlier.mig = False
+        if timed:
+            self._newest = {}
+        newest = self._newest
+        host_of_raw = self._host_of_raw
+        host_label = self.host_label
+        unplaced = 0
+        labels_order = (host_label,) if host_label else HOST_LABELS
+        for metric, pairs in answers.items():
+            is_time = metric == SAMPLE_TIME
+            for labels, value in pairs:
+                raw = None
+                for label in labels_order:
+                    raw = labels.get(label)
+                    if raw:
+                        break
+                host = host_of_raw.get(raw) if type(raw) is str else None
+                if host is None and type(raw) is str and raw not in host_of_raw:
+                    host = host_of_raw[raw] = host_of(labels, host_label)
+                gpu_text = labels.get("gpu")
+                if host is None or type(gpu_text) is not str:
                     unplaced += 1
                     continue
-                gpus = hosts[host] = {}
-            gpu = gpus.get(gpu_text)
-            if gpu is None:
-                if not gpu_text.isdigit() or len(gpu_text) > 3 or len(gpus) >= MAX_GPUS_PER_NODE:
-                    unplaced += 1
+                gpus = hosts.get(host)
+                if gpus is None:
+                    if len(hosts) >= MAX_NODES:
+                        unplaced += 1
+                        continue
+                    gpus = hosts[host] = {}
+                gpu = gpus.get(gpu_text)
+                if gpu is None:
+                    if not gpu_text.isdigit() or len(gpu_text) > 3 or len(gpus) >= MAX_GPUS_PER_NODE:
+                        unplaced += 1
+                        continue
+                    gpu = gpus[gpu_text] = _Gpu(int(gpu_text))
+                if is_time:
+                    gpu.seen = generation
+                    if value > newest.get(host, 0.0):
+                        newest[host] = value
+                    if labels.get(MIG_PROFILE_LABEL):
+                        gpu.mig = True
+                    _identity(gpu, labels)
                     continue
-                gpu = gpus[gpu_text] = _Gpu(int(gpu_text))
-            if is_time:
-                if value > newest.get(host, 0.0):
-                    newest[host] = value
-                _identity(gpu, labels)
-                continue
-            _take(gpu, metric, labels, value)
-    nodes = {}
-    for host, by_text in hosts.items():
-        ordered = sorted(by_text.values(), key=lambda g: g.index)
-        samples = tuple(_sample(g) for g in ordered)
-        exported = frozenset(name for s in samples for name in _FIELDS if getattr(s, name) is not None)
-        xids = tuple(_xid(g, newest.get(host)) for g in ordered if g.xid is not None)
-        sample = NodeSample(host, Reachability.OK, newest.get(host), samples, None, None, (), xids)
-        nodes[host] = JoinedNode(sample, newest.get(host), exported)
-    notes = (f"{unplaced} series had no host or GPU label and were left out",) if unplaced else ()
-    return Joined(nodes, unplaced, notes)
+                _take(gpu, metric, labels, value)
+        if timed:
+            for host in list(hosts):
+                kept = hosts[host]
+                for text in [t for t, g in kept.items() if g.seen != generation]:
+                    del kept[text]
+                if not kept:
+                    del hosts[host]
+        nodes = {}
+        for host, by_text in hosts.items():
+            ordered = sorted(by_text.values(), key=lambda g: g.index)
+            samples = tuple(_sample(g) for g in ordered)
+            exported = frozenset(name for s in samples for name in _FIELDS if getattr(s, name) is not None)
+            xids = tuple(_xid(g, newest.get(host)) for g in ordered if g.xid is not None)
+            sample = NodeSample(host, Reachability.OK, newest.get(host), samples, None, None, (), xids)
+            nodes[host] = JoinedNode(sample, newest.get(host), exported)
+        notes = (f"{unplaced} series had no host or GPU label and were left out",) if unplaced else ()
+        return Joined(nodes, unplaced, notes)
 
 
 _FIELDS: Final = tuple(sorted({name for name, _ in GAUGES.values()} | {"mem_total_mib", "throttle_reasons"}))

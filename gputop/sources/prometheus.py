@@ -32,7 +32,7 @@ import aiohttp
 import orjson
 
 from gputop.core.config import ClusterConfig, PrometheusConfig
-from gputop.core.dcgm_join import JOIN_LABELS, METRICS, PLACE_LABELS, SAMPLE_TIME, join_answers
+from gputop.core.dcgm_join import JOIN_LABELS, METRICS, PLACE_LABELS, SAMPLE_TIME, SLOW_METRICS, DcgmJoiner
 from gputop.core.models import NodeSample, Reachability, SourceResult, XidEvent
 
 log = logging.getLogger(__name__)
@@ -70,9 +70,14 @@ def aggregated(metric: str) -> str:
     return f"max by ({','.join(PLACE_LABELS)}) ({metric})"
 
 
-def sample_times() -> str:
-    """When each GPU was last sampled, with its identity labels."""
-    return f"max by ({','.join(JOIN_LABELS)}) (timestamp({TIME_QUERY}))"
+def sample_times(with_identity: bool) -> str:
+    """When each GPU was last sampled; with its identity labels (UUID, model, PCI bus) where asked."""
+    return f"max by ({','.join(JOIN_LABELS if with_identity else PLACE_LABELS)}) (timestamp({TIME_QUERY}))"
+
+
+# The slow metrics (limits, row-remap state, clock-event reasons) and the GPUs' identity are asked every
+# SLOW_EVERY refreshes: half the queries, and half the series to read, of most refreshes.
+SLOW_EVERY: Final = 4
 
 
 def read_secret(path: str | None, variable: str | None, what: str) -> str | None:
@@ -187,6 +192,8 @@ class PrometheusSource:
         # the first sight of each GPU's last Xid (dcgm-exporter keeps the value, not its time)
         self._xid_seen: dict[tuple[str, int, int], float] = {}
         self._names = {name.lower(): name for name in cluster.node_names}
+        self._joiner = DcgmJoiner(self.config.host_label)
+        self._refreshes = 0
         # A store's series are as old as the exporters' last scrape (15-30 s at most sites) plus this
         # source's own cadence: a node is stale only past two refreshes and a scrape, down past four.
         self.stale_after_s = 2 * self.config.interval_s + 30.0
@@ -234,8 +241,10 @@ class PrometheusSource:
             raise StoreError("the source was not started")
         started = time.monotonic()
         url = query_url(self.config)
-        queries = {metric: aggregated(metric) for metric in METRICS}
-        queries[SAMPLE_TIME] = sample_times()
+        slow = self._refreshes % SLOW_EVERY == 0
+        self._refreshes += 1
+        queries = {metric: aggregated(metric) for metric in METRICS if slow or metric not in SLOW_METRICS}
+        queries[SAMPLE_TIME] = sample_times(with_identity=slow)
         answers = await asyncio.gather(
             *(self._query(session, url, name, text) for name, text in queries.items()), return_exceptions=True
         )
@@ -255,7 +264,7 @@ class PrometheusSource:
             answered[name] = found
         if failed == len(queries):
             raise StoreError(f"{self.store}: no query answered ({notes[0] if notes else 'no reason given'})")
-        joined = join_answers(answered, host_label=self.config.host_label)
+        joined = self._joiner.update(answered)
         nodes = [self._named(j.sample, now_s) for j in joined.nodes.values()]
         seen = {n.name for n in nodes}
         for name in self.cluster.node_names:
