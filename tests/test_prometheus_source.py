@@ -171,3 +171,30 @@ async def test_prometheus_scraping_exporters_in_both_spellings(tmp_path: Path) -
     for node in nodes:
         assert [g.uuid for g in by_name[node.name].gpus] == [g.uuid for g in node.gpus]
         assert [g.power_w for g in by_name[node.name].gpus] == pytest.approx([g.power_w for g in node.gpus])
+
+
+@needs_vm
+async def test_the_last_hour_comes_from_the_store_at_start(tmp_path: Path) -> None:
+    """Range queries fill the charts' past at start: the store's readings of the last hour, as steps the
+    poller replays through the view stage, as the demo's past is."""
+    now_s = time.time()
+    sim = SimulatedCluster(nodes=8, gpus_per_node=8, seed=42, start_time_s=now_s - 3000)
+    with victoria_metrics(tmp_path) as store:
+        for ago_s in (3000, 2000, 1000, 0):
+            sim.advance_to(now_s - ago_s)
+            answering = [n for n in sim.result().nodes if n.reachability is Reachability.OK]
+            vm_import(store, exposition(answering, SITE_A, int((now_s - ago_s) * 1000)))
+        source = PrometheusSource(cluster_config(store.url, "gpu[001-008]"), lambda: now_s)
+        await source.start()
+        try:
+            past = source.take_history()
+            assert source.take_history() == []  # handed out once
+        finally:
+            await source.close()
+    times = [t for t, _ in past]
+    assert times == sorted(times) and times[0] <= now_s - 2900 and times[-1] < now_s
+    # a step within five minutes of an imported reading has it: the store's own lookback
+    first = past[0][1]
+    node = next(n for n in first.nodes if n.name == "gpu001")
+    assert len(node.gpus) == 8 and all(g.temp_c is not None for g in node.gpus)
+    assert "history from the store" in source.notes[0]

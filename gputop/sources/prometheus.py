@@ -34,6 +34,7 @@ import orjson
 from gputop.core.config import ClusterConfig, PrometheusConfig
 from gputop.core.dcgm_join import JOIN_LABELS, METRICS, PLACE_LABELS, SAMPLE_TIME, SLOW_METRICS, DcgmJoiner
 from gputop.core.models import NodeSample, Reachability, SourceResult, XidEvent
+from gputop.sources.prometheus_history import past_hour
 
 log = logging.getLogger(__name__)
 
@@ -193,6 +194,7 @@ class PrometheusSource:
         self._xid_seen: dict[tuple[str, int, int], float] = {}
         self._names = {name.lower(): name for name in cluster.node_names}
         self._joiner = DcgmJoiner(self.config.host_label)
+        self._history: list[tuple[float, SourceResult]] = []
         self._refreshes = 0
         # A store's series are as old as the exporters' last scrape (15-30 s at most sites) plus this
         # source's own cadence: a node is stale only past two refreshes and a scrape, down past four.
@@ -221,6 +223,34 @@ class PrometheusSource:
         timeout = aiohttp.ClientTimeout(total=self.config.timeout_s)
         connector = aiohttp.TCPConnector(ssl=context if context is not None else True, limit=32)
         self._session = aiohttp.ClientSession(headers=headers, timeout=timeout, connector=connector)
+        try:
+            self._history = await self._past_hour(self._session)
+        except StoreError as err:
+            self.notes = (f"no history from the store at start: {err}",)
+
+    async def _past_hour(self, session: aiohttp.ClientSession) -> list[tuple[float, SourceResult]]:
+        """The store's last hour, for the charts and trends at the first frame (take_history)."""
+        url = query_url(self.config)
+        count_body = await self.post(session, url, {"query": f"count({TIME_QUERY})"}, "count")
+        counted, _ = parse_vector(count_body, "count")
+        gpus = int(counted[0][1]) if counted else 0
+        if gpus == 0:
+            return []
+        now_s = self.clock()
+
+        async def post(form: dict[str, str], what: str) -> bytes:
+            return await self.post(session, url + "_range", form, what)
+
+        past, said = await past_hour(post, now_s, gpus, self.config.host_label)
+        self.notes = (said,)
+        return [
+            (at_s, SourceResult(tuple(self._named(j.sample, at_s) for j in joined.nodes.values())))
+            for at_s, joined in past
+        ]
+
+    def take_history(self) -> list[tuple[float, SourceResult]]:
+        history, self._history = self._history, []
+        return history
 
     async def collect(self, now_s: float) -> SourceResult:
         due = self._last_refresh_s is None or now_s - self._last_refresh_s >= self.config.interval_s
@@ -278,30 +308,34 @@ class PrometheusSource:
     async def _query(
         self, session: aiohttp.ClientSession, url: str, metric: str, text: str
     ) -> tuple[list[tuple[dict[str, str], float]], str | None]:
+        return parse_vector(await self.post(session, url, {"query": text}, metric), metric)
+
+    async def post(self, session: aiohttp.ClientSession, url: str, form: dict[str, str], what: str) -> bytes:
+        """One API call's answer, whole and bounded; StoreError saying what went wrong, never a secret."""
         try:
-            async with session.post(url, data={"query": text}) as response:
+            async with session.post(url, data=form) as response:
                 chunks: list[bytes] = []
                 size = 0
                 async for chunk in response.content.iter_chunked(1 << 20):
                     size += len(chunk)
                     if size > MAX_RESPONSE_BYTES:
                         limit_mib = MAX_RESPONSE_BYTES >> 20
-                        raise StoreError(f"{metric}: the answer is larger than {limit_mib} MiB")
+                        raise StoreError(f"{what}: the answer is larger than {limit_mib} MiB")
                     chunks.append(chunk)
                 body = b"".join(chunks)
                 if response.status in (401, 403):
                     raise StoreError(f"{self.store} refused the credentials ({response.status})")
                 if response.status >= 400 and not body.startswith(b"{"):
-                    raise StoreError(f"{self.store} answered HTTP {response.status} for {metric}")
+                    raise StoreError(f"{self.store} answered HTTP {response.status} for {what}")
         except TimeoutError:
             raise StoreError(
-                f"{metric}: no answer from {self.store} within {self.config.timeout_s:g}s"
+                f"{what}: no answer from {self.store} within {self.config.timeout_s:g}s"
             ) from None
         except aiohttp.ClientSSLError as err:
             raise StoreError(f"TLS with {self.store} failed: {_reason(err)}") from None
         except aiohttp.ClientError as err:
             raise StoreError(f"cannot reach {self.store}: {_reason(err)}") from None
-        return parse_vector(body, metric)
+        return body
 
     def _named(self, sample: NodeSample, now_s: float) -> NodeSample:
         """The store's host as the cluster names the node (case as configured), and each GPU's last Xid

@@ -86,10 +86,13 @@ def vm_import(store: Store, text: str) -> None:
     with urllib.request.urlopen(f"{store.url}/internal/force_flush", timeout=30):  # noqa: S310
         pass
     # flushed data becomes searchable a moment later (its index is built in the background): wait for it
-    first = text.split("{", 1)[0].split("\n")[-1].strip() or text.split()[2]
+    sample = next(line for line in text.splitlines() if line and not line.startswith("#"))
+    first = sample.split("{", 1)[0]
+    stamp = sample.rsplit(" ", 2)
+    at = {"time": f"{int(stamp[-1]) / 1000:.3f}"} if len(stamp) == 3 and stamp[-1].isdigit() else {}
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
-        query = urllib.parse.urlencode({"query": f"count({first})"})
+        query = urllib.parse.urlencode({"query": f"count({first})", **at})
         with urllib.request.urlopen(f"{store.url}/api/v1/query?{query}", timeout=10) as answer:  # noqa: S310
             if b'"value"' in answer.read():
                 return

@@ -1,0 +1,95 @@
+"""The last hour from the store, at start: one range query per reading the history keeps (utilization,
+memory used, temperature, power, SM clock), its steps joined into snapshots as a refresh joins an instant
+answer, and handed to the poller (`take_history`) so the charts and trends have an hour at once, as the
+demo's do.
+
+Bounded: the steps are as many as a budget of values allows (a reading a minute up to 1,000 nodes of 8
+GPUs, fewer beyond), and a fleet too large for even a few steps starts without a past and says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Final
+
+import orjson
+
+from gputop.core.dcgm_join import PLACE_LABELS, SAMPLE_TIME, DcgmJoiner, Joined
+
+HISTORY_S: Final = 3600.0
+MIN_STEP_S: Final = 60.0
+MIN_STEPS: Final = 4
+# values read at start, all steps of all readings: about two seconds of CPU here
+VALUE_BUDGET: Final = 2_000_000
+READINGS: Final = (
+    "DCGM_FI_DEV_GPU_UTIL",
+    "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
+    "DCGM_FI_DEV_FB_USED",
+    "DCGM_FI_DEV_GPU_TEMP",
+    "DCGM_FI_DEV_POWER_USAGE",
+    "DCGM_FI_DEV_SM_CLOCK",
+)
+
+Post = Callable[[dict[str, str], str], Awaitable[bytes]]
+
+
+def step_for(gpus: int) -> float | None:
+    """The step that keeps the hour within the budget; None: not even MIN_STEPS fit."""
+    series = max(1, gpus) * (len(READINGS) - 1)  # a site exports one of the two utilizations
+    steps = min(HISTORY_S / MIN_STEP_S, VALUE_BUDGET / series)
+    if steps < MIN_STEPS:
+        return None
+    return max(MIN_STEP_S, HISTORY_S / int(steps))
+
+
+async def past_hour(
+    post: Post, now_s: float, gpus: int, host_label: str | None
+) -> tuple[list[tuple[float, Joined]], str]:
+    """(time, joined) per step, oldest first, and a line saying what was filled or why not."""
+    step_s = step_for(gpus)
+    if step_s is None:
+        return [], f"no history from the store at start: {gpus} GPUs are more than a few steps of an hour"
+    by_step: dict[float, dict[str, list[tuple[dict[str, str], float]]]] = {}
+    form_base = {"start": f"{now_s - HISTORY_S + step_s:.3f}", "end": f"{now_s:.3f}", "step": f"{step_s:g}"}
+    for metric in READINGS:
+        query = f"max by ({','.join(PLACE_LABELS)}) ({metric})"
+        body = await post({**form_base, "query": query}, metric)
+        for labels, values in _matrix(body):
+            for point in values:
+                try:
+                    at_s = float(point[0])  # type: ignore[index]
+                    value = float(point[1])  # type: ignore[index]
+                except (TypeError, ValueError, IndexError, KeyError):
+                    continue
+                answers = by_step.setdefault(at_s, {})
+                answers.setdefault(metric, []).append((labels, value))
+                if metric == "DCGM_FI_DEV_FB_USED":
+                    answers.setdefault(SAMPLE_TIME, []).append((labels, at_s))
+    past = []
+    for at_s in sorted(by_step):
+        if at_s >= now_s:
+            continue  # the present is the first refresh's
+        joined = DcgmJoiner(host_label).update(by_step[at_s])
+        past.append((at_s, joined))
+    return past, f"history from the store: {len(past)} steps of {step_s:g} s"
+
+
+def _matrix(body: bytes) -> list[tuple[dict[str, str], list[object]]]:
+    try:
+        document = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return []
+    data = (
+        document.get("data") if isinstance(document, dict) and document.get("status") == "success" else None
+    )
+    result = data.get("result") if isinstance(data, dict) and data.get("resultType") == "matrix" else None
+    if not isinstance(result, list):
+        return []
+    found = []
+    for entry in result:
+        if not isinstance(entry, dict):
+            continue
+        labels, values = entry.get("metric"), entry.get("values")
+        if type(labels) is dict and len(labels) <= 32 and isinstance(values, list):
+            found.append((labels, values))
+    return found
