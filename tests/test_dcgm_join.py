@@ -55,7 +55,7 @@ def test_old_label_style_and_blank_sentinels() -> None:
     assert not is_blank(2147483631.0) and not is_blank(75.0)
     # no host label at all (a 2.x exporter scraped without relabelling): counted, not guessed
     joined = join(series_of_text(text.samples))
-    assert joined.nodes == {} and joined.unplaced == 1  # the SM clock; MEM_CLOCK and MEMORY_TEMP are not read
+    assert joined.nodes == {} and joined.unplaced == 2  # the SM clock and the HBM temperature
 
 
 def test_label_spellings_instance_fallback_and_a_sites_own_label() -> None:
@@ -110,3 +110,38 @@ def test_the_joiner_keeps_slow_metrics_between_their_refreshes_and_drops_gone_gp
     assert fast.nodes["a"].sample.sampled_at_s == 115.0
     # host b has no sample time in this refresh: gone from the store, gone from the join
     assert "b" not in fast.nodes
+
+
+def test_counters_become_the_facts_the_counter_rules_judge() -> None:
+    """PCIe replays and NVLink CRC errors from the store, read a minute apart: the same rate rules as
+    nvidia-smi -q and nvlink -e give, on the same GPU."""
+    from gputop.core.config import Thresholds
+    from gputop.core.dcgm_join import SAMPLE_TIME, DcgmJoiner
+    from gputop.core.models import ClusterSnapshot
+    from gputop.core.view import ViewStage
+
+    place = {"Hostname": "gpu001", "gpu": "2"}
+    ident = {**place, "UUID": "GPU-c", "pci_bus_id": "00000000:3A:00.0"}
+    joiner = DcgmJoiner()
+    stage = ViewStage(Thresholds(), interval_s=1.0, judge_at_once=True)
+    view = None
+    for minute, (replays, crc) in enumerate(((100, 0), (160, 30_000))):
+        t = 1_800_000_000.0 + 60 * minute
+        joined = joiner.update(
+            {
+                "DCGM_FI_DEV_GPU_UTIL": [(place, 90.0)],
+                "DCGM_FI_DEV_PCIE_REPLAY_COUNTER": [(place, float(replays))],
+                "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL": [(place, float(crc))],
+                "DCGM_FI_DEV_MEMORY_TEMP": [(place, 93.0)],
+                SAMPLE_TIME: [(ident, t)],
+            }
+        )
+        node = joined.nodes["gpu001"].sample
+        assert node.facts.counters.read_at_s == t
+        view = stage.derive(ClusterSnapshot.build("c", t, (node,), None))
+    assert view is not None
+    kinds = {(p.kind, p.gpu_index) for p in view.rows["gpu001"].problems}
+    assert ("pcie_replay", 2) in kinds and ("nvlink_errors", 2) in kinds
+    # a refresh that does not ask for the counters keeps the same facts (no new read, no new rate)
+    again = joiner.update({"DCGM_FI_DEV_GPU_UTIL": [(place, 91.0)], SAMPLE_TIME: [(place, 1_800_000_075.0)]})
+    assert again.nodes["gpu001"].sample.facts is node.facts

@@ -22,8 +22,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final, NamedTuple
 
+from gputop.core.facts import NO_FACTS, UNREAD, NodeFacts, Reading
 from gputop.core.models import GpuSample, NodeSample, Reachability, XidEvent
+from gputop.core.parsers.nvlink_errors import GpuLinkErrors, LinkErrors, NvlinkErrors
 from gputop.core.parsers.query_gpu import NOT_THROTTLING, THROTTLE_REASON_BITS
+from gputop.core.parsers.smi_counters import GpuCounters, SmiCounters
 
 # The host label, in the order dcgm-exporter releases and common relabelling spell it.
 HOST_LABELS: Final = ("Hostname", "hostname", "instance")
@@ -57,6 +60,27 @@ CLOCK_REASONS: Final = ("DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "DCGM_FI_DEV_CLOCK_T
 XID: Final = "DCGM_FI_DEV_XID_ERRORS"
 ROW_REMAP_FAILURE: Final = "DCGM_FI_DEV_ROW_REMAP_FAILURE"
 ROW_REMAP_PENDING: Final = "DCGM_FI_DEV_ROW_REMAP_PENDING"
+# counters, read into the node's facts as `nvidia-smi -q` and `nvidia-smi nvlink -e` would give them, so
+# the counter rules (PCIe replay and single-bit ECC rates, HBM temperature, row remapping, NVLink errors)
+# judge them the same way: metric -> GpuCounters field
+COUNTERS: Final[Mapping[str, str]] = {
+    "DCGM_FI_DEV_PCIE_REPLAY_COUNTER": "pcie_replays",
+    "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL": "ecc_volatile_correctable",
+    "DCGM_FI_DEV_RETIRED_SBE": "retired_pages_sbe",
+    "DCGM_FI_DEV_RETIRED_DBE": "retired_pages_dbe",
+    "DCGM_FI_DEV_RETIRED_PENDING": "retired_pages_pending",
+    "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS": "remapped_rows_correctable",
+    "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS": "remapped_rows_uncorrectable",
+    "DCGM_FI_DEV_MEMORY_TEMP": "memory_temp_c",
+}
+# NVLink error totals per GPU -> the counter's name as `nvidia-smi nvlink -e` prints it
+NVLINK_COUNTERS: Final[Mapping[str, str]] = {
+    "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL": "CRC flit errors",
+    "DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL": "CRC data errors",
+    "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL": "Replay errors",
+    "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL": "Recovery errors",
+}
+
 # what changes seldom: asked less often than the readings by a source that refreshes (the Xid, ECC and the
 # readings are asked every time)
 SLOW_METRICS: Final = frozenset(
@@ -68,6 +92,8 @@ SLOW_METRICS: Final = frozenset(
         *CLOCK_REASONS,
         ROW_REMAP_FAILURE,
         ROW_REMAP_PENDING,
+        *COUNTERS,
+        *NVLINK_COUNTERS,
     }
 )
 METRICS: Final = (
@@ -79,6 +105,8 @@ METRICS: Final = (
     XID,
     ROW_REMAP_FAILURE,
     ROW_REMAP_PENDING,
+    *COUNTERS,
+    *NVLINK_COUNTERS,
 )
 
 MAX_NODES: Final = 200_000
@@ -177,6 +205,7 @@ class DcgmJoiner:
         self._host_of_raw: dict[str, str | None] = {}
         self._newest: dict[str, float] = {}
         self._generation = 0
+        self._facts: dict[str, NodeFacts] = {}  # by host: kept while no counter is asked
 
     def update(self, answers: Mapping[str, Sequence[tuple[Mapping[str, str], float]]]) -> Joined:
         hosts = self._hosts
@@ -243,13 +272,20 @@ class DcgmJoiner:
                     del kept[text]
                 if not kept:
                     del hosts[host]
+        counted = any(m in answers for m in COUNTERS) or any(m in answers for m in NVLINK_COUNTERS)
+        facts = self._facts
         nodes = {}
         for host, by_text in hosts.items():
             ordered = sorted(by_text.values(), key=lambda g: g.index)
             samples = tuple(_sample(g) for g in ordered)
             exported = frozenset(name for s in samples for name in _FIELDS if getattr(s, name) is not None)
             xids = tuple(_xid(g, newest.get(host)) for g in ordered if g.xid is not None)
-            sample = NodeSample(host, Reachability.OK, newest.get(host), samples, None, None, (), xids)
+            if counted:
+                facts[host] = _counter_facts(ordered, newest.get(host))
+            node_facts = facts.get(host, NO_FACTS)
+            sample = NodeSample(
+                host, Reachability.OK, newest.get(host), samples, None, None, (), xids, node_facts
+            )
             nodes[host] = JoinedNode(sample, newest.get(host), exported)
         notes = (f"{unplaced} series had no host or GPU label and were left out",) if unplaced else ()
         return Joined(nodes, unplaced, notes)
@@ -326,6 +362,30 @@ def _sample(gpu: _Gpu) -> GpuSample:
         remapped_rows_pending=fields.get("remapped_rows_pending"),  # type: ignore[arg-type]
         remapped_rows_failure=fields.get("remapped_rows_failure"),  # type: ignore[arg-type]
     )
+
+
+def _counter_facts(gpus: Sequence[_Gpu], read_at_s: float | None) -> NodeFacts:
+    """The node's counters as the facts the counter rules read, read at the node's sample time."""
+    counters = []
+    links = []
+    for gpu in gpus:
+        values = gpu.values
+        found = {field: values[metric] for metric, field in COUNTERS.items() if metric in values}
+        if found:
+            ints = {
+                k: (bool(v) if k == "retired_pages_pending" else v if k == "memory_temp_c" else int(v))
+                for k, v in found.items()
+            }
+            counters.append(GpuCounters(gpu.labels.get("pci_bus_id", ""), **ints))  # type: ignore[arg-type]
+        printed = tuple((name, int(values[m])) for m, name in NVLINK_COUNTERS.items() if m in values)
+        if printed:
+            uuid = gpu.labels.get("UUID") or gpu.labels.get("uuid")
+            links.append(GpuLinkErrors(gpu.index, uuid, (LinkErrors(0, printed),)))
+    smi = Reading(SmiCounters(tuple(counters)), read_at_s) if counters else UNREAD
+    nvlink = Reading(NvlinkErrors(tuple(links)), read_at_s) if links else UNREAD
+    if smi is UNREAD and nvlink is UNREAD:
+        return NO_FACTS
+    return NodeFacts(counters=smi, nvlink_errors=nvlink)
 
 
 def _xid(gpu: _Gpu, seen_s: float | None) -> XidEvent:
