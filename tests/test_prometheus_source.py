@@ -17,7 +17,7 @@ from gputop.core.config import ClusterConfig, PrometheusConfig, Thresholds
 from gputop.core.models import ClusterSnapshot, Reachability
 from gputop.core.nodeset import expand_nodeset
 from gputop.core.view import ViewStage
-from gputop.sim.dcgm_text import ExporterStyle, exposition
+from gputop.sim.dcgm_text import ExporterStyle, exposition, node_exporter_ib
 from gputop.sim.simulator import SimulatedCluster
 from gputop.sources.prometheus import PrometheusSource, StoreError, parse_vector
 from tests.infra.procnet import free_ports
@@ -66,6 +66,7 @@ async def test_victoriametrics_holds_two_sites_styles_and_a_missing_node(tmp_pat
     answering = [n for n in nodes if n.reachability is Reachability.OK and n.sampled_at_s == sim.now_s]
     time_ms = int(now_s * 1000)
     text = exposition(answering[:8], SITE_A, time_ms) + exposition(answering[8:], SITE_B, time_ms)
+    text += node_exporter_ib(answering, time_ms)  # the hosts' node_exporters, named by instance
     with victoria_metrics(tmp_path) as store:
         vm_import(store, text)
         config = cluster_config(store.url, "gpu[001-010],gpu999", flavor="victoriametrics")
@@ -93,6 +94,12 @@ async def test_victoriametrics_holds_two_sites_styles_and_a_missing_node(tmp_pat
     view = stage.derive(ClusterSnapshot.build("prom", now_s + 1, tuple(result.nodes), None))  # type: ignore[attr-defined]
     hot = next(i.node for i in sim.incidents if i.kind == "hot_gpu")
     assert "temp" in {p.kind for p in view.rows[hot].problems}
+    # InfiniBand from node_exporter: every port, and the simulator's port that is down is a problem
+    assert [p.ca_name for p in got.ib_ports] == [p.ca_name for p in first.ib_ports]
+    assert got.ib_ports[0].rate_gbps == first.ib_ports[0].rate_gbps and got.ib_ports[0].is_up
+    ib_down = next(i.node for i in sim.incidents if i.kind == "ib_down")
+    assert any(not p.is_up for p in by_name[ib_down].ib_ports)
+    assert "ib" in {p.kind for p in view.rows[ib_down].problems}
     assert source.last_refresh_wall_s is not None and source.last_refresh_wall_s < 5.0
 
 

@@ -74,3 +74,33 @@ def exposition(
         lines.append(f"# TYPE {metric} gauge")
         lines.extend(samples)
     return "\n".join(lines) + "\n"
+
+
+_STATE_IDS = {"Down": 1, "Init": 2, "Armed": 3, "Active": 4, "ActiveDefer": 5}
+_PHYSICAL_IDS = {"Sleep": 1, "Polling": 2, "Disabled": 3, "PortConfigurationTraining": 4, "LinkUp": 5}
+
+
+def node_exporter_ib(nodes: Iterable[NodeSample], time_ms: int | None = None, port: int = 9100) -> str:
+    """What each node's node_exporter prints of its InfiniBand ports (the infiniband collector), the
+    host in `instance` as a scrape labels it."""
+    stamp = f" {time_ms}" if time_ms is not None else ""
+    families: dict[str, list[str]] = {}
+    for node in nodes:
+        for ib in node.ib_ports:
+            labels = f'device="{_escape(ib.ca_name)}",port="{ib.port}",instance="{_escape(node.name)}:{port}"'
+            values = (
+                ("node_infiniband_state_id", _STATE_IDS.get(ib.state, 0)),
+                ("node_infiniband_physical_state_id", _PHYSICAL_IDS.get(ib.physical_state, 0)),
+                (
+                    "node_infiniband_rate_bytes_per_second",
+                    None if ib.rate_gbps is None else ib.rate_gbps * 1e9 / 8,
+                ),
+            )
+            for metric, value in values:
+                if value is not None:
+                    families.setdefault(metric, []).append(f"{metric}{{{labels}}} {value:.17g}{stamp}")
+    lines: list[str] = []
+    for metric, samples in families.items():
+        lines.append(f"# TYPE {metric} gauge")
+        lines.extend(samples)
+    return "\n".join(lines) + "\n" if lines else ""

@@ -35,7 +35,8 @@ import orjson
 
 from gputop.core.config import ClusterConfig, PrometheusConfig
 from gputop.core.dcgm_join import JOIN_LABELS, METRICS, PLACE_LABELS, SAMPLE_TIME, SLOW_METRICS, DcgmJoiner
-from gputop.core.models import NodeSample, Reachability, SourceResult, XidEvent
+from gputop.core.models import IbPort, NodeSample, Reachability, SourceResult, XidEvent
+from gputop.core.node_exporter_ib import IB_METRICS, PHYSICAL_STATE, PORT_LABELS, STATE, ib_ports
 from gputop.sources.prometheus_history import past_hour
 
 log = logging.getLogger(__name__)
@@ -198,6 +199,7 @@ class PrometheusSource:
         self._names = {name.lower(): name for name in cluster.node_names}
         self._joiner = DcgmJoiner(self.config.host_label)
         self._history: list[tuple[float, SourceResult]] = []
+        self._ib: dict[str, tuple[IbPort, ...]] = {}  # by host, as the last answers gave them
         self._refreshes = 0
         # A store's series are as old as the exporters' last scrape (15-30 s at most sites) plus this
         # source's own cadence: a node is stale only past two refreshes and a scrape, down past four.
@@ -278,6 +280,9 @@ class PrometheusSource:
         self._refreshes += 1
         queries = {metric: aggregated(metric) for metric in METRICS if slow or metric not in SLOW_METRICS}
         queries[SAMPLE_TIME] = sample_times(with_identity=slow)
+        # node_exporter's InfiniBand ports, where the store has them: states every time, rates slowly
+        for metric in IB_METRICS if slow else (STATE, PHYSICAL_STATE):
+            queries[metric] = f"max by ({','.join(PORT_LABELS)}) ({metric})"
         bodies = await asyncio.gather(
             *(self.post(session, url, {"query": text}, name) for name, text in queries.items()),
             return_exceptions=True,
@@ -314,7 +319,12 @@ class PrometheusSource:
             if not answered:
                 why = notes[0] if notes else "no reason given"
                 raise StoreError(f"{self.store}: no query answered ({why})")
+            ib_answers: dict[str, list[tuple[dict[str, str], float]]] = {
+                m: answered.pop(m) for m in IB_METRICS if m in answered
+            }
             joined = self._joiner.update(answered)
+            if ib_answers:
+                self._ib.update(ib_ports(ib_answers, self.config.host_label))
         nodes = [self._named(j.sample, now_s) for j in joined.nodes.values()]
         seen = {n.name for n in nodes}
         for name in self.cluster.node_names:
@@ -356,8 +366,17 @@ class PrometheusSource:
         name = self._names.get(sample.name, sample.name)
         xids = tuple(self._dated(name, e, now_s) for e in sample.xid_events)
         expected = self.cluster.gpus_per_node
+        ports = self._ib.get(sample.name, ())
         return NodeSample(
-            name, sample.reachability, sample.sampled_at_s, sample.gpus, expected, None, (), xids
+            name,
+            sample.reachability,
+            sample.sampled_at_s,
+            sample.gpus,
+            expected,
+            None,
+            ports,
+            xids,
+            sample.facts,
         )
 
     def _dated(self, node: str, event: XidEvent, now_s: float) -> XidEvent:
