@@ -69,11 +69,7 @@ def exposition(
             for metric, value, extra in values:
                 if value is not None:
                     families.setdefault(metric, []).append(f"{metric}{{{labels}{extra}}} {value:.17g}{stamp}")
-    lines: list[str] = []
-    for metric, samples in families.items():
-        lines.append(f"# TYPE {metric} gauge")
-        lines.extend(samples)
-    return "\n".join(lines) + "\n"
+    return _text(families)
 
 
 _STATE_IDS = {"Down": 1, "Init": 2, "Armed": 3, "Active": 4, "ActiveDefer": 5}
@@ -99,6 +95,11 @@ def node_exporter_ib(nodes: Iterable[NodeSample], time_ms: int | None = None, po
             for metric, value in values:
                 if value is not None:
                     families.setdefault(metric, []).append(f"{metric}{{{labels}}} {value:.17g}{stamp}")
+    return _text(families)
+
+
+def _text(families: dict[str, list[str]]) -> str:
+    """Each family's samples under its TYPE line ("" for none)."""
     lines: list[str] = []
     for metric, samples in families.items():
         lines.append(f"# TYPE {metric} gauge")
