@@ -59,7 +59,7 @@ def sources_for(cluster: ClusterConfig, config: Config, clock: Clock) -> list[So
         if cluster.prometheus.enabled:
             from gputop.sources.prometheus import PrometheusSource
 
-            sources.append(PrometheusSource(cluster, clock.now))
+            sources.append(PrometheusSource(cluster, clock.now, config.poll))
         else:
             from gputop.sources.ssh import SshSource
 

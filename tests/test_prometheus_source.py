@@ -205,3 +205,44 @@ async def test_the_last_hour_comes_from_the_store_at_start(tmp_path: Path) -> No
     node = next(n for n in first.nodes if n.name == "gpu001")
     assert len(node.gpus) == 8 and all(g.temp_c is not None for g in node.gpus)
     assert "history from the store" in source.notes[0]
+
+
+@needs_vm
+async def test_a_node_screen_reads_its_node_over_ssh_for_what_the_store_lacks(tmp_path: Path) -> None:
+    """The fake fleet over SSH and its readings in VictoriaMetrics: the fleet comes from the store; the
+    node whose screen is open is read over SSH too (topology, processes), and the SSH link closes when
+    the screen is left."""
+    from gputop.config_file import load_config
+    from gputop.sim.fake_fleet import run_fleet
+
+    async with run_fleet(nodes=4, port=0, state_dir=tmp_path / "fleet") as fleet:
+        now_s = time.time()
+        nodes = [n for n in fleet.cluster.result().nodes if n.reachability is Reachability.OK]
+        with victoria_metrics(tmp_path) as store:
+            vm_import(store, exposition(nodes, SITE_A, int(now_s * 1000)))
+            base = load_config(fleet.config_path).clusters[0]
+            cluster = dataclasses.replace(base, prometheus=PrometheusConfig(url=store.url))
+            source = PrometheusSource(cluster, time.time)
+            await source.start()
+            try:
+                first = await source.collect(time.time())
+                stored = next(n for n in first.nodes if n.name == "gpu001")
+                assert stored.facts.topology.value is None  # not in the store
+                source.drill("gpu001")
+                deadline = time.monotonic() + 40
+                while True:
+                    result = await source.collect(time.time())
+                    deep = next(n for n in result.nodes if n.name == "gpu001")
+                    if deep.facts.topology.value is not None or time.monotonic() > deadline:
+                        break
+                    await asyncio.sleep(0.5)
+                assert deep.facts.topology.value is not None and len(deep.gpus) == 8
+                assert any(g.processes for g in deep.gpus)  # the store has no processes
+                others = [n for n in result.nodes if n.name != "gpu001"]
+                assert all(n.facts.topology.value is None for n in others)  # the rest from the store
+                source.drill(None)
+                await asyncio.sleep(0.5)
+                left = await source.collect(time.time())
+                assert next(n for n in left.nodes if n.name == "gpu001").facts.topology.value is None
+            finally:
+                await source.close()

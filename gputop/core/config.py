@@ -135,6 +135,10 @@ class PrometheusConfig:
     interval_s: float = _opt(15.0, lo=1, hi=3600, unit="seconds")
     # The label naming the host, where a site relabels (None: Hostname, hostname, then instance)
     host_label: str | None = _opt(None, nonempty=True, pattern=r"[A-Za-z_][A-Za-z0-9_]*")
+    # Opening a node's screen connects to that node over SSH (the cluster's ssh settings) for what the
+    # store does not hold: topology, NVLink status, processes, MIG listings; closed when the screen is
+    # left. False: a site where SSH to the nodes is not allowed.
+    ssh_on_node_screen: bool = True
 
     @property
     def enabled(self) -> bool:

@@ -20,24 +20,28 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import dataclasses
 import gc
 import logging
 import os
 import ssl
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 from urllib.parse import urlsplit
 
 import aiohttp
 import orjson
 
-from gputop.core.config import ClusterConfig, PrometheusConfig
+from gputop.core.config import ClusterConfig, PollConfig, PrometheusConfig
 from gputop.core.dcgm_join import JOIN_LABELS, METRICS, PLACE_LABELS, SAMPLE_TIME, SLOW_METRICS, DcgmJoiner
 from gputop.core.models import IbPort, NodeSample, Reachability, SourceResult, XidEvent
 from gputop.core.node_exporter_ib import IB_METRICS, PHYSICAL_STATE, PORT_LABELS, STATE, ib_ports
 from gputop.sources.prometheus_history import past_hour
+
+if TYPE_CHECKING:
+    from gputop.sources.ssh import SshSource
 
 log = logging.getLogger(__name__)
 
@@ -182,8 +186,15 @@ def _one_by_one(result: list[object]) -> list[tuple[dict[str, str], float]]:
 class PrometheusSource:
     name = "prometheus"
 
-    def __init__(self, cluster: ClusterConfig, clock: Callable[[], float]) -> None:
+    def __init__(
+        self, cluster: ClusterConfig, clock: Callable[[], float], poll: PollConfig | None = None
+    ) -> None:
         self.cluster = cluster
+        self.poll = poll or PollConfig()
+        # the node whose screen is open, read over SSH as well for its deep facts (drill)
+        self._deep: SshSource | None = None
+        self._deep_node: str | None = None
+        self._deep_tasks: set[asyncio.Task[None]] = set()
         self.config = cluster.prometheus
         self.clock = clock
         self.store = store_name(self.config)
@@ -257,6 +268,46 @@ class PrometheusSource:
         history, self._history = self._history, []
         return history
 
+    def drill(self, node: str | None) -> None:
+        """Reads ``node`` over SSH too while its screen is open (None: no node): what the store lacks,
+        topology, NVLink status, processes, MIG listings, comes from there; the connection closes when
+        the screen is left. Off with prometheus.ssh_on_node_screen: false."""
+        if not self.config.ssh_on_node_screen or node == self._deep_node:
+            return
+        if self._deep is not None:
+            self._spawn(self._deep.close())
+            self._deep, self._deep_node = None, None
+        if node is None:
+            return
+        from gputop.sources.ssh import SshSource  # asyncssh: loaded when a node screen first asks
+
+        cluster = dataclasses.replace(self.cluster, nodeset=node, node_names=(node,))
+        self._deep, self._deep_node = SshSource(cluster, self.poll, self.clock), node
+        self._spawn(self._deep.start())
+
+    def _spawn(self, work: Awaitable[None]) -> None:
+        async def run() -> None:
+            try:
+                await work
+            except Exception:  # a node that cannot be reached says so in its sample; nothing else fails
+                log.exception("SSH to the node on screen failed")
+
+        task = asyncio.create_task(run())
+        self._deep_tasks.add(task)
+        task.add_done_callback(self._deep_tasks.discard)
+
+    async def _with_deep(self, result: SourceResult, now_s: float) -> SourceResult:
+        """The store's nodes, the one on screen as SSH reads it where SSH answers (fresher, and with the
+        facts the store lacks), else as the store has it."""
+        deep = self._deep
+        if deep is None or not deep.links:
+            return result
+        (sample,) = (await deep.collect(now_s)).nodes or (None,)
+        if sample is None or sample.reachability is not Reachability.OK or not sample.gpus:
+            return result
+        nodes = tuple(sample if n.name == sample.name else n for n in result.nodes)
+        return SourceResult(nodes, result.slurm, result.span_s)
+
     async def collect(self, now_s: float) -> SourceResult:
         due = self._last_refresh_s is None or now_s - self._last_refresh_s >= self.config.interval_s
         if due and (self._refreshing is None or self._refreshing.done()):
@@ -268,7 +319,7 @@ class PrometheusSource:
         elif self._refreshing is not None and not self._last.nodes:
             self._last = await self._refreshing  # the first answer is waited for (within the deadline)
             self._refreshing = None
-        return self._last
+        return await self._with_deep(self._last, now_s)
 
     async def _refresh(self, now_s: float) -> SourceResult:
         session = self._session
@@ -385,6 +436,8 @@ class PrometheusSource:
         return XidEvent(first, event.code, event.pci_bus_id, event.gpu_index, event.message)
 
     async def close(self) -> None:
+        if self._deep is not None:
+            await self._deep.close()
         if self._refreshing is not None:
             self._refreshing.cancel()
         if self._session is not None:

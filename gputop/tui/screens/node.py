@@ -296,9 +296,21 @@ class NodeScreen(GputopScreen):
 
     def on_mount(self) -> None:
         self.query_one("#gpus", DataTable).focus()
+        self._drill(self.node_name)
         view = self.gputop.view
         if view is not None:
             self.apply_view(view)
+
+    def on_unmount(self) -> None:
+        self._drill(None)
+
+    def _drill(self, node: str | None) -> None:
+        """Tells the sources that read a node more deeply while its screen is open (the Prometheus
+        source opens SSH to it) which node that is now; None: none."""
+        for source in self.gputop.poller.sources:
+            drill = getattr(source, "drill", None)
+            if drill is not None:
+                drill(node)
 
     def on_screen_resume(self) -> None:
         view = self.gputop.view
@@ -336,6 +348,7 @@ class NodeScreen(GputopScreen):
         names = [n.name for n in view.snapshot.nodes]
         if self.node_name in names:
             self.node_name = names[(names.index(self.node_name) + step) % len(names)]
+            self._drill(self.node_name)
             self._rows_shown = []
             self.marked_gpus = set()
             self.query_one("#gpus", DataTable).clear()
