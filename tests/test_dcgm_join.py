@@ -30,6 +30,17 @@ def test_the_vgpu_scrape_joins_into_one_gpu_with_what_it_exports() -> None:
     # what this site does not export is unknown, not 0
     assert gpu.temp_c is None and gpu.power_w is None
     assert "temp_c" not in node.exported and "util_pct" in node.exported
+    assert {"temp_c", "power_w"} <= node.sample.not_exported and "util_pct" not in node.sample.not_exported
+    # the node screen says so, in the cell and under Collection, rather than showing n/a
+    from textual.app import App
+
+    from gputop.tui.palette import Palette
+    from gputop.tui.screens.node import gpu_cells
+
+    palette = Palette.from_app(App())
+    cells = gpu_cells(gpu, node.sample.name, None, {}, palette, None, node.sample.not_exported)
+    assert cells["temp"].plain == "not exported" and cells["power"].plain == "not exported"
+    assert cells["util"].plain == "0%"
 
 
 def test_the_mig_scrape_cut_mid_line_keeps_its_whole_lines_and_marks_mig() -> None:

@@ -284,7 +284,16 @@ class DcgmJoiner:
                 facts[host] = _counter_facts(ordered, newest.get(host))
             node_facts = facts.get(host, NO_FACTS)
             sample = NodeSample(
-                host, Reachability.OK, newest.get(host), samples, None, None, (), xids, node_facts
+                host,
+                Reachability.OK,
+                newest.get(host),
+                samples,
+                None,
+                None,
+                (),
+                xids,
+                node_facts,
+                not_exported=EXPORTABLE - exported,
             )
             nodes[host] = JoinedNode(sample, newest.get(host), exported)
         notes = (f"{unplaced} series had no host or GPU label and were left out",) if unplaced else ()
@@ -292,6 +301,8 @@ class DcgmJoiner:
 
 
 _FIELDS: Final = tuple(sorted({name for name, _ in GAUGES.values()} | {"mem_total_mib", "throttle_reasons"}))
+# the readings a host may or may not export (the clock-event reasons are a list, empty when not exported)
+EXPORTABLE: Final = frozenset(_FIELDS) - {"throttle_reasons"}
 
 
 def _identity(gpu: _Gpu, labels: Mapping[str, str]) -> None:

@@ -163,6 +163,9 @@ class NodeSample:
     # and why its command failed: shown on the node screen, never a node failure.
     facts: NodeFacts = NO_FACTS
     ib_failures: tuple[IbFailure, ...] = ()  # adapters ibstat could not read (ib_ports lacks them)
+    # GpuSample fields this node's source does not give at all (a store whose exporters do not export
+    # them): shown as "not exported", never as a reading or a plain "n/a"
+    not_exported: frozenset[str] = frozenset()
 
     @property
     def missing_gpu_count(self) -> int:

@@ -428,6 +428,7 @@ class PrometheusSource:
             ports,
             xids,
             sample.facts,
+            not_exported=sample.not_exported,
         )
 
     def _dated(self, node: str, event: XidEvent, now_s: float) -> XidEvent:

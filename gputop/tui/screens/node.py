@@ -37,6 +37,20 @@ from gputop.tui.widgets.topology_pane import TopologyPane
 if TYPE_CHECKING:
     from gputop.core.node_timeline import NodeTimeline
 
+NOT_EXPORTED = "not exported"
+# how the Collection section names the readings a source does not export
+READING_NAMES = {
+    "util_pct": "utilization",
+    "mem_util_pct": "memory bandwidth",
+    "mem_used_mib": "memory used",
+    "mem_total_mib": "memory total",
+    "temp_c": "temperature",
+    "power_w": "power",
+    "power_limit_w": "power limit",
+    "sm_clock_mhz": "SM clock",
+    "sm_clock_max_mhz": "SM clock max",
+    "ecc_uncorrected": "ECC",
+}
 PROCESS_NAME_MAX_CHARS = 64  # a path-long process name would push the others off the row
 
 GPU_COLUMNS = (
@@ -77,6 +91,7 @@ def gpu_cells(
     severities: Mapping[tuple[int, str], Severity],
     palette: Palette,
     verdict: GpuVerdict | None = None,
+    not_exported: frozenset[str] = frozenset(),
 ) -> dict[str, Text]:
     """The GPU table's cells for one GPU; ``severities``: the node's problems by (GPU, kind), whose
     colours the temperature, memory, clock and ECC cells take (the core's verdict, never a threshold read
@@ -105,16 +120,22 @@ def gpu_cells(
         # the row already says which GPU: "CRIT 91 C", "WARN PCIe x8, max x16"
         reason = verdict.reason.removeprefix(f"GPU{gpu.index} ")
         health = _styled(f"{verdict.severity.value.upper()} {safe_line(reason)}", verdict.severity, palette)
+
+    def unless_missing(field: str, text: str) -> str:
+        # a reading the node's source does not export at all is said so, not shown as n/a
+        return NOT_EXPORTED if getattr(gpu, field) is None and field in not_exported else text
+
+    util = fmt.pct(gpu.util_pct) if gpu.mig_enabled else unless_missing("util_pct", fmt.pct(gpu.util_pct))
     return {
         "gpu": Text(str(gpu.index)),
         "health": health,
         "model": Text(safe_line(gpu.name.removeprefix("NVIDIA "))),
-        "util": Text(fmt.pct(gpu.util_pct)),
-        "mem": _styled(mem_text, mem_sev, palette),
-        "temp": _styled(fmt.temp(gpu.temp_c), temp_sev, palette),
-        "power": Text(fmt.power_pair(gpu.power_w, gpu.power_limit_w)),
-        "clock": _styled(clock, severities.get((index, "throttle")), palette),
-        "ecc": _styled(ecc, severities.get((index, "ecc")), palette),
+        "util": Text(util),
+        "mem": _styled(unless_missing("mem_used_mib", mem_text), mem_sev, palette),
+        "temp": _styled(unless_missing("temp_c", fmt.temp(gpu.temp_c)), temp_sev, palette),
+        "power": Text(unless_missing("power_w", fmt.power_pair(gpu.power_w, gpu.power_limit_w))),
+        "clock": _styled(unless_missing("sm_clock_mhz", clock), severities.get((index, "throttle")), palette),
+        "ecc": _styled(unless_missing("ecc_uncorrected", ecc), severities.get((index, "ecc")), palette),
         "mig": Text({True: "on", False: "off", None: "n/a"}[gpu.mig_enabled]),
         "job": Text(safe_line(f"{job.job_id} {job.user}") if job else "-"),
         "procs": Text(safe_line(procs) if procs else "-"),
@@ -416,7 +437,9 @@ class NodeScreen(GputopScreen):
         if indices != self._rows_shown:
             table.clear()
             for gpu in node.gpus:
-                cells = gpu_cells(gpu, node.name, slurm, severities, palette, verdicts.get(gpu.index))
+                cells = gpu_cells(
+                    gpu, node.name, slurm, severities, palette, verdicts.get(gpu.index), node.not_exported
+                )
                 table.add_row(*(cells[key] for key, _ in GPU_COLUMNS), key=str(gpu.index))
             self._rows_shown = indices
             self.marked_gpus &= set(indices)
@@ -425,7 +448,9 @@ class NodeScreen(GputopScreen):
             return
         # keyed update: only cells whose text changed are touched
         for gpu in node.gpus:
-            cells = gpu_cells(gpu, node.name, slurm, severities, palette, verdicts.get(gpu.index))
+            cells = gpu_cells(
+                gpu, node.name, slurm, severities, palette, verdicts.get(gpu.index), node.not_exported
+            )
             if gpu.index in self.marked_gpus:
                 cells["gpu"] = Text(f"*{gpu.index}")
             for key, _label in GPU_COLUMNS:
@@ -450,6 +475,9 @@ class NodeScreen(GputopScreen):
             text.append("\nCollection\n", style="bold")
             if node.sampled_at_s is not None:
                 text.append(f"  last data {format_age(now_s - node.sampled_at_s)} ago\n")
+            if node.not_exported:
+                names = ", ".join(READING_NAMES.get(f, f) for f in sorted(node.not_exported))
+                text.append(f"  not exported by this node's exporter: {names}\n", palette.dim)
             if node.error and not node.error.startswith("no data for"):
                 text.append(f"  {safe_line(node.error)}\n", palette.severity[Severity.WARN])
         for command, reading in sorted(failed_facts, key=lambda item: item[0]):
