@@ -246,3 +246,41 @@ async def test_a_node_screen_reads_its_node_over_ssh_for_what_the_store_lacks(tm
                 assert next(n for n in left.nodes if n.name == "gpu001").facts.topology.value is None
             finally:
                 await source.close()
+
+
+@needs_prometheus
+async def test_prometheus_scraping_the_fake_fleets_exporters(tmp_path: Path) -> None:
+    """`gputop fake-fleet --exporters-port`: its dcgm-exporter (even nodes as dcgm-exporter labels by
+    default, odd ones relabelled with profiling fields only) and node_exporter's InfiniBand ports, scraped
+    by a real Prometheus; the store then holds the whole fleet."""
+    from gputop.sim.fake_fleet import run_fleet
+    from gputop.sim.fake_fleet.exporters import serve_exporters
+
+    async with run_fleet(nodes=4, port=0, state_dir=tmp_path / "fleet") as fleet:
+        exporters = await serve_exporters(fleet.cluster, time.time)
+        sim = fleet.cluster
+        sim.advance_to(time.time())
+        # the fleet's silent node (its incident) answers nothing, over SSH or HTTP
+        expected = sorted(n.name for n in sim.result().nodes if n.sampled_at_s == sim.now_s)
+        try:
+            address = f"127.0.0.1:{exporters.port}"
+            with prometheus(tmp_path, [address, f"{address}/node_exporter/metrics"]) as store:
+                config = cluster_config(store.url, "gpu[001-004]")
+                deadline = time.monotonic() + 40
+                while True:
+                    _source, result = await collect_once(config, time.time())
+                    up = {n.name: n for n in result.nodes if n.reachability is Reachability.OK}  # type: ignore[attr-defined]
+                    done = sorted(up) == expected and all(n.ib_ports for n in up.values())
+                    if done or time.monotonic() > deadline:
+                        break
+                    await asyncio.sleep(1.0)
+        finally:
+            await exporters.close()
+    assert sorted(up) == expected and len(expected) == 3
+    silent = next(n for n in result.nodes if n.name not in expected)  # type: ignore[attr-defined]
+    assert silent.reachability is Reachability.DOWN and "no dcgm-exporter series" in (silent.error or "")
+    live = {n.name: n for n in fleet.cluster.result().nodes}
+    for name, node in up.items():
+        assert [g.uuid for g in node.gpus] == [g.uuid for g in live[name].gpus]  # UUID and uuid alike
+        assert node.gpus[0].util_pct is not None  # the device field, or the profiling one
+        assert len(node.ib_ports) == len(live[name].ib_ports)

@@ -102,13 +102,20 @@ def vm_import(store: Store, text: str) -> None:
 
 @contextlib.contextmanager
 def prometheus(workdir: Path, targets: list[str]) -> Iterator[Store]:
-    """Prometheus scraping ``targets`` (host:port) every second."""
+    """Prometheus scraping ``targets`` every second: host:port, or host:port/path for another path than
+    /metrics."""
     (port,) = free_ports(1)
     config = workdir / "prometheus.yml"
-    listed = ", ".join(f"'{t}'" for t in targets)
+    jobs = []
+    for number, target in enumerate(targets):
+        address, _, path = target.partition("/")
+        jobs.append(
+            # honor_labels: one fake exporter speaks for many hosts, each series naming its own instance
+            f"  - job_name: job{number}\n    metrics_path: /{path or 'metrics'}\n    honor_labels: true\n"
+            f"    static_configs:\n      - targets: ['{address}']\n"
+        )
     config.write_text(
-        "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
-        f"scrape_configs:\n  - job_name: dcgm\n    static_configs:\n      - targets: [{listed}]\n"
+        "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n" + "".join(jobs)
     )
     log = workdir / "prometheus.log"
     argv = [

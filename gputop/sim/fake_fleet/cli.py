@@ -7,6 +7,7 @@ import asyncio
 import logging
 import signal
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -48,6 +49,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         metavar="NODE=FAULT[,FAULT...]",
         help=f"make a node misbehave; repeatable. Faults: {', '.join(f.value for f in Fault)}",
+    )
+    parser.add_argument(
+        "--exporters-port",
+        type=int,
+        metavar="PORT",
+        help="also serve dcgm-exporter's and node_exporter's /metrics over HTTP on PORT (0: a free one), "
+        "for a Prometheus to scrape",
     )
     parser.add_argument(
         "--authorized-key",
@@ -108,10 +116,22 @@ async def _serve(args: argparse.Namespace, faults: dict[str, set[Fault]], keys: 
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    exporters = None
     try:
         print(_describe(fleet, fleet.faults), flush=True)
+        if args.exporters_port is not None:
+            from gputop.sim.fake_fleet.exporters import serve_exporters
+
+            exporters = await serve_exporters(fleet.cluster, time.time, args.host, args.exporters_port)
+            print(
+                f"  exporters: dcgm-exporter {exporters.url}/metrics (every node; one node: "
+                f"/nodes/<node>/metrics), node_exporter's InfiniBand {exporters.url}/node_exporter/metrics",
+                flush=True,
+            )
         await stop.wait()
     finally:
+        if exporters is not None:
+            await exporters.close()
         await fleet.close()
     return 0
 
@@ -125,6 +145,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--gpus-per-node must be at least 1")
     if not 0 <= args.port <= 65535:
         parser.error("--port must be between 0 and 65535")
+    if args.exporters_port is not None and not 0 <= args.exporters_port <= 65535:
+        parser.error("--exporters-port must be between 0 and 65535")
     faults = _faults(parser, args.fault)
     keys: list[str] = []
     for path in args.authorized_key:
