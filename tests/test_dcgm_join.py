@@ -95,6 +95,15 @@ def test_label_spellings_instance_fallback_and_a_sites_own_label() -> None:
     assert joined.nodes["gpu002"].sample.gpus[0].uuid == "GPU-b"
     assert joined.nodes["gpu004"].sample.gpus[0].util_pct is None  # DCGM's blank is no reading
     assert host_of({"node": "Rack1-GPU7", "Hostname": "x"}, "node") == "rack1-gpu7"
+    # a host or identity label that is not one (escape sequences, spaces) is left out, never a node's name
+    hostile = join(
+        [
+            util({"Hostname": "\x1b[31mevil"}),
+            util({"Hostname": "gpu009", "UUID": "GPU-\x1b]0;title\x07"}),
+        ]
+    )
+    assert list(hostile.nodes) == ["gpu009"] and hostile.unplaced == 2  # its reading and its time
+    assert hostile.nodes["gpu009"].sample.gpus[0].uuid == ""
     # a label value cannot pose as another label: quotes and backslashes stay inside it
     text = parse_prom_text('DCGM_FI_DEV_GPU_UTIL{gpu="0",Hostname="evil\\",gpu=\\"7",x="\\\\"} 5\n')
     assert text.samples[0].labels == {"gpu": "0", "Hostname": 'evil",gpu="7', "x": "\\"}

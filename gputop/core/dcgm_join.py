@@ -18,6 +18,7 @@ Pure: series in, samples out.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final, NamedTuple
@@ -164,14 +165,26 @@ def is_blank(value: float) -> bool:
 
 
 def host_of(labels: Mapping[str, str], host_label: str | None = None) -> str | None:
-    """The series' host as gputop names nodes: the short name, lower-case."""
+    """The series' host as gputop names nodes: the short name, lower-case; None where the label is not
+    a host name (anyone who can push series can write any text there, and it becomes a node's name)."""
     for label in (host_label,) if host_label else HOST_LABELS:
         value = labels.get(label)
-        if value:
+        if value and type(value) is str:
             if label == "instance":
                 value = value.rsplit(":", 1)[0] if value.count(":") == 1 else value
-            return value.split(".", 1)[0].strip().lower()[:253] or None
+            host = value.split(".", 1)[0].strip().lower()
+            return host if _HOST_NAME.fullmatch(host) else None
     return None
+
+
+_HOST_NAME: Final = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
+# identity labels as drivers print them; anything else is left out rather than shown
+_IDENTITY: Final = {
+    "UUID": re.compile(r"(GPU|MIG)-[0-9A-Za-z/-]{1,120}"),
+    "uuid": re.compile(r"(GPU|MIG)-[0-9A-Za-z/-]{1,120}"),
+    "pci_bus_id": re.compile(r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]"),
+    "modelName": re.compile(r"[ -~]{1,100}"),  # printable; shown through safe_line like every name
+}
 
 
 def join(series: Iterable[Series], *, host_label: str | None = None) -> Joined:
@@ -306,10 +319,10 @@ EXPORTABLE: Final = frozenset(_FIELDS) - {"throttle_reasons"}
 
 
 def _identity(gpu: _Gpu, labels: Mapping[str, str]) -> None:
-    for label in ("UUID", "uuid", "pci_bus_id", "modelName"):
+    for label, form in _IDENTITY.items():
         text = labels.get(label)
-        if type(text) is str and text and label not in gpu.labels:
-            gpu.labels[label] = text[:200]
+        if type(text) is str and label not in gpu.labels and form.fullmatch(text):
+            gpu.labels[label] = text
 
 
 def _take(gpu: _Gpu, metric: str, labels: Mapping[str, str], value: float) -> None:

@@ -11,28 +11,21 @@ Pure: (labels, value) pairs in, ports by host out.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Final
 
 from gputop.core.dcgm_join import HOST_LABELS, host_of
 from gputop.core.models import IbPort
+from gputop.core.parsers.ib import PHYSICAL_STATES, PORT_STATES
 
 STATE: Final = "node_infiniband_state_id"
 PHYSICAL_STATE: Final = "node_infiniband_physical_state_id"
 RATE: Final = "node_infiniband_rate_bytes_per_second"
 IB_METRICS: Final = (STATE, PHYSICAL_STATE, RATE)
 PORT_LABELS: Final = (*HOST_LABELS, "device", "port")
-# the collector's ids, named as ibstat names them (node_exporter's help text: 0 is "no change")
-STATES: Final = {1: "Down", 2: "Init", 3: "Armed", 4: "Active", 5: "ActiveDefer"}
-PHYSICAL_STATES: Final = {
-    1: "Sleep",
-    2: "Polling",
-    3: "Disabled",
-    4: "PortConfigurationTraining",
-    5: "LinkUp",
-    6: "LinkErrorRecovery",
-    7: "PhyTest",
-}
+# the collector's ids are the kernel's, the ones ibstat names (0 is node_exporter's "no change")
+_DEVICE: Final = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
 MAX_PORTS_PER_HOST: Final = 64
 
 
@@ -46,8 +39,10 @@ def ib_ports(
             host = host_of(labels, host_label)
             if host is None or type(device) is not str or type(port) is not str or not port.isdigit():
                 continue
+            if not _DEVICE.fullmatch(device):
+                continue  # not an adapter's name: left out rather than shown
             ports = found.setdefault(host, {})
-            key = (device[:64], int(port[:4]))
+            key = (device, int(port[:4]))
             if key not in ports and len(ports) >= MAX_PORTS_PER_HOST:
                 continue
             ports.setdefault(key, {})[metric] = value
@@ -57,7 +52,7 @@ def ib_ports(
             IbPort(
                 device,
                 port,
-                STATES.get(int(values.get(STATE, 0)), "Unknown"),
+                PORT_STATES.get(int(values.get(STATE, 0)), "Unknown"),
                 PHYSICAL_STATES.get(int(values.get(PHYSICAL_STATE, 0)), "Unknown"),
                 values[RATE] * 8 / 1e9 if RATE in values else None,
             )
