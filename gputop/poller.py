@@ -206,7 +206,13 @@ class Poller:
             log.exception("source %s failed", source.name)
             self._source_errors[source.name] = f"{source.name}: {err}"
             return self._last_results.get(source.name, SourceResult())
-        self._source_errors.pop(source.name, None)
+        # a source that answered but could not read everything (a store's query failing) says what
+        warnings = getattr(source, "warnings", ())
+        if warnings:
+            more = f" (and {len(warnings) - 1} more)" if len(warnings) > 1 else ""
+            self._source_errors[source.name] = f"{source.name}: {warnings[0]}{more}"
+        else:
+            self._source_errors.pop(source.name, None)
         self._last_results[source.name] = result
         return result
 

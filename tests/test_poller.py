@@ -265,6 +265,21 @@ async def test_source_that_raises_is_isolated_and_named() -> None:
     assert poller.source_errors == []
 
 
+async def test_a_source_that_answers_with_warnings_is_named_with_them_and_keeps_its_nodes() -> None:
+    """A store whose one query failed: its nodes are shown, and the header says what it could not read."""
+    clock = FrozenClock(T0)
+    store = FakeSource("prometheus", lambda now: SourceResult(nodes=(node("gpu1", now),)))
+    recorder = Recorder()
+    poller = make_poller([store], clock, recorder)
+    store.warnings = ("DCGM_FI_DEV_GPU_TEMP: no answer within 10s", "DCGM_FI_DEV_SM_CLOCK: partial answer")  # type: ignore[attr-defined]
+    view = await poller.tick()
+    assert states(view) == {"gpu1": Reachability.OK}
+    assert poller.source_errors == ["prometheus: DCGM_FI_DEV_GPU_TEMP: no answer within 10s (and 1 more)"]
+    store.warnings = ()  # type: ignore[attr-defined]
+    await poller.tick()
+    assert poller.source_errors == []
+
+
 async def test_source_failing_on_its_first_collect_contributes_nothing() -> None:
     broken = FakeSource("broken", SourceResult(nodes=(node("gpu1", T0),)))
     broken.error = OSError("no route to host")

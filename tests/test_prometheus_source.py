@@ -204,7 +204,7 @@ async def test_the_last_hour_comes_from_the_store_at_start(tmp_path: Path) -> No
     first = past[0][1]
     node = next(n for n in first.nodes if n.name == "gpu001")
     assert len(node.gpus) == 8 and all(g.temp_c is not None for g in node.gpus)
-    assert "history from the store" in source.notes[0]
+    assert source.history_note.startswith("history from the store")
 
 
 @needs_vm
@@ -284,3 +284,37 @@ async def test_prometheus_scraping_the_fake_fleets_exporters(tmp_path: Path) -> 
         assert [g.uuid for g in node.gpus] == [g.uuid for g in live[name].gpus]  # UUID and uuid alike
         assert node.gpus[0].util_pct is not None  # the device field, or the profiling one
         assert len(node.ib_ports) == len(live[name].ib_ports)
+
+
+def test_a_refresh_without_the_port_rates_keeps_the_last_ones_and_names_what_failed() -> None:
+    """The ports' rates are asked every fourth refresh; the ones between keep them. A query that fails
+    is named in the source's warnings, the other answers still read."""
+    import orjson
+
+    source = PrometheusSource(cluster_config("http://127.0.0.1:1", "gpu001"), time.time)
+    place = {"Hostname": "gpu001", "gpu": "0"}
+    port = {"instance": "gpu001:9100", "device": "mlx5_0", "port": "1"}
+
+    def answer(*series: tuple[dict[str, str], float]) -> bytes:
+        result = [{"metric": labels, "value": [1, str(value)]} for labels, value in series]
+        return orjson.dumps({"status": "success", "data": {"resultType": "vector", "result": result}})
+
+    full = {
+        "@time": answer((place, 1_800_000_000.0)),
+        "DCGM_FI_DEV_GPU_UTIL": answer((place, 50.0)),
+        "node_infiniband_state_id": answer((port, 4.0)),
+        "node_infiniband_physical_state_id": answer((port, 5.0)),
+        "node_infiniband_rate_bytes_per_second": answer((port, 5e10)),
+    }
+    nodes, warnings = source._digest(list(full), list(full.values()), 1_800_000_000.0)
+    assert nodes[0].ib_ports[0].rate_gbps == 400.0 and warnings == ()
+    fast = {
+        "@time": answer((place, 1_800_000_015.0)),
+        "DCGM_FI_DEV_GPU_UTIL": StoreError("DCGM_FI_DEV_GPU_UTIL: no answer within 10s"),
+        "node_infiniband_state_id": answer((port, 1.0)),
+        "node_infiniband_physical_state_id": answer((port, 3.0)),
+    }
+    nodes, warnings = source._digest(list(fast), list(fast.values()), 1_800_000_015.0)  # type: ignore[arg-type]
+    (ib,) = nodes[0].ib_ports
+    assert (ib.state, ib.physical_state, ib.rate_gbps) == ("Down", "Disabled", 400.0)
+    assert warnings == ("DCGM_FI_DEV_GPU_UTIL: no answer within 10s",)

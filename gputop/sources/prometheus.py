@@ -202,7 +202,10 @@ class PrometheusSource:
         self._last = SourceResult()
         self._last_refresh_s: float | None = None
         self._refreshing: asyncio.Task[SourceResult] | None = None
-        self.notes: tuple[str, ...] = ()
+        # what the last refresh could not read (a query failing, a partial answer, series without a host):
+        # the poller shows it beside the source's name while the rest keeps updating
+        self.warnings: tuple[str, ...] = ()
+        self.history_note = ""  # what the start filled from the store's past, or why not
         self.last_refresh_wall_s: float | None = None  # how long the last refresh took
         self.last_answers_wall_s: float | None = None  # of which, waiting for the store's answers
         # the first sight of each GPU's last Xid (dcgm-exporter keeps the value, not its time)
@@ -210,7 +213,8 @@ class PrometheusSource:
         self._names = {name.lower(): name for name in cluster.node_names}
         self._joiner = DcgmJoiner(self.config.host_label)
         self._history: list[tuple[float, SourceResult]] = []
-        self._ib: dict[str, tuple[IbPort, ...]] = {}  # by host, as the last answers gave them
+        self._ib: dict[str, tuple[IbPort, ...]] = {}  # by host, from the answers below
+        self._ib_answers: dict[str, list[tuple[dict[str, str], float]]] = {}
         self._refreshes = 0
         # A store's series are as old as the exporters' last scrape (15-30 s at most sites) plus this
         # source's own cadence: a node is stale only past two refreshes and a scrape, down past four.
@@ -242,7 +246,7 @@ class PrometheusSource:
         try:
             self._history = await self._past_hour(self._session)
         except StoreError as err:
-            self.notes = (f"no history from the store at start: {err}",)
+            self.history_note = f"no history from the store at start: {err}"
 
     async def _past_hour(self, session: aiohttp.ClientSession) -> list[tuple[float, SourceResult]]:
         """The store's last hour, for the charts and trends at the first frame (take_history)."""
@@ -258,7 +262,7 @@ class PrometheusSource:
             return await self.post(session, url + "_range", form, what)
 
         past, said = await past_hour(post, now_s, gpus, self.config.host_label)
-        self.notes = (said,)
+        self.history_note = said
         return [
             (at_s, SourceResult(tuple(self._named(j.sample, at_s) for j in joined.nodes.values())))
             for at_s, joined in past
@@ -344,8 +348,8 @@ class PrometheusSource:
         # Decoding and joining a million values takes seconds of CPU at 80,000 GPUs: on a thread of its
         # own, so the event loop (keys, painting) gets the interpreter every few milliseconds meanwhile.
         self.last_answers_wall_s = time.monotonic() - started
-        nodes, notes = await asyncio.to_thread(self._digest, list(queries), bodies, now_s)
-        self.notes = notes
+        nodes, warnings = await asyncio.to_thread(self._digest, list(queries), bodies, now_s)
+        self.warnings = warnings
         self.last_refresh_wall_s = time.monotonic() - started
         return SourceResult(tuple(nodes))
 
@@ -370,12 +374,14 @@ class PrometheusSource:
             if not answered:
                 why = notes[0] if notes else "no reason given"
                 raise StoreError(f"{self.store}: no query answered ({why})")
-            ib_answers: dict[str, list[tuple[dict[str, str], float]]] = {
-                m: answered.pop(m) for m in IB_METRICS if m in answered
-            }
+            # the ports' answers kept between refreshes, as the joiner keeps the slow metrics: a refresh
+            # that asks only for the states keeps the last rates
+            for metric in IB_METRICS:
+                if metric in answered:
+                    self._ib_answers[metric] = answered.pop(metric)
             joined = self._joiner.update(answered)
-            if ib_answers:
-                self._ib.update(ib_ports(ib_answers, self.config.host_label))
+            if any(metric in self._ib_answers for metric in IB_METRICS):
+                self._ib = ib_ports(self._ib_answers, self.config.host_label)
         nodes = [self._named(j.sample, now_s) for j in joined.nodes.values()]
         seen = {n.name for n in nodes}
         for name in self.cluster.node_names:
