@@ -318,3 +318,22 @@ def test_a_refresh_without_the_port_rates_keeps_the_last_ones_and_names_what_fai
     (ib,) = nodes[0].ib_ports
     assert (ib.state, ib.physical_state, ib.rate_gbps) == ("Down", "Disabled", 400.0)
     assert warnings == ("DCGM_FI_DEV_GPU_UTIL: no answer within 10s",)
+
+
+def test_ssh_on_the_node_screen_does_not_drop_what_the_store_had_until_ssh_has_read_it() -> None:
+    """SSH's first seconds have no ibstat or counters yet: the store's ports and facts stay meanwhile,
+    so a port that is down does not clear and come back when the screen opens."""
+    from gputop.core.facts import NO_FACTS, NodeFacts, Reading
+    from gputop.core.models import IbPort
+    from gputop.sources.prometheus import _deeper
+    from tests.factories import node_sample
+
+    down = (IbPort("mlx5_3", 1, "Down", "Disabled", 400.0),)
+    counters = Reading("store counters", 1.0)  # type: ignore[arg-type]
+    stored = node_sample("gpu014", 8, ib_ports=down, facts=NodeFacts(counters=counters))  # type: ignore[arg-type]
+    early = _deeper(stored, node_sample("gpu014", 8, facts=NO_FACTS))
+    assert early.ib_ports == down and early.facts.counters is counters
+    up = (IbPort("mlx5_3", 1, "Active", "LinkUp", 400.0),)
+    read = NodeFacts(ibstat=Reading("ibstat", 2.0), counters=Reading("ssh counters", 2.0))  # type: ignore[arg-type]
+    later = _deeper(stored, node_sample("gpu014", 8, ib_ports=up, facts=read))
+    assert later.ib_ports == up and later.facts.counters.value == "ssh counters"

@@ -28,7 +28,7 @@ import ssl
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -36,6 +36,7 @@ import orjson
 
 from gputop.core.config import ClusterConfig, PollConfig, PrometheusConfig
 from gputop.core.dcgm_join import JOIN_LABELS, METRICS, PLACE_LABELS, SAMPLE_TIME, SLOW_METRICS, DcgmJoiner
+from gputop.core.facts import NodeFacts
 from gputop.core.models import IbPort, NodeSample, Reachability, SourceResult, XidEvent
 from gputop.core.node_exporter_ib import IB_METRICS, PHYSICAL_STATE, PORT_LABELS, STATE, ib_ports
 from gputop.sources.prometheus_history import past_hour
@@ -309,7 +310,7 @@ class PrometheusSource:
         (sample,) = (await deep.collect(now_s)).nodes or (None,)
         if sample is None or sample.reachability is not Reachability.OK or not sample.gpus:
             return result
-        nodes = tuple(sample if n.name == sample.name else n for n in result.nodes)
+        nodes = tuple(_deeper(n, sample) if n.name == sample.name else n for n in result.nodes)
         return SourceResult(nodes, result.slurm, result.span_s)
 
     async def collect(self, now_s: float) -> SourceResult:
@@ -449,6 +450,20 @@ class PrometheusSource:
             self._refreshing.cancel()
         if self._session is not None:
             await self._session.close()
+
+
+def _deeper(stored: NodeSample, deep: NodeSample) -> NodeSample:
+    """The node as SSH reads it, with what SSH has not read yet taken from the store: each slow fact
+    until SSH's own run of it answers, the IB ports and Xid events until ibstat and the kernel log
+    have (SSH's first seconds would otherwise clear the store's problems and raise them again)."""
+    facts = deep.facts
+    merged: dict[str, Any] = {n: (r if r.heard else getattr(stored.facts, n)) for n, r in facts.readings()}
+    return dataclasses.replace(
+        deep,
+        facts=NodeFacts(**merged),
+        ib_ports=deep.ib_ports if facts.ibstat.heard else stored.ib_ports,
+        xid_events=deep.xid_events if facts.xid.heard else stored.xid_events,
+    )
 
 
 @contextlib.contextmanager
