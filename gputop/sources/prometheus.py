@@ -39,14 +39,13 @@ from gputop.core.dcgm_join import JOIN_LABELS, METRICS, PLACE_LABELS, SAMPLE_TIM
 from gputop.core.facts import NodeFacts
 from gputop.core.models import IbPort, NodeSample, Reachability, SourceResult, XidEvent
 from gputop.core.node_exporter_ib import IB_METRICS, PHYSICAL_STATE, PORT_LABELS, STATE, ib_ports
-from gputop.sources.prometheus_history import past_hour
+from gputop.sources.prometheus_history import MAX_LABELS, past_hour
 
 if TYPE_CHECKING:
     from gputop.sources.ssh import SshSource
 
 log = logging.getLogger(__name__)
 
-MAX_LABELS: Final = 32  # labels of one series: an aggregated answer has a handful
 MAX_RESPONSE_BYTES: Final = 256 * 1024 * 1024  # 80,000 GPUs x a dozen metrics, with room
 TIME_QUERY: Final = "DCGM_FI_DEV_FB_USED"  # in every dcgm-exporter default field list
 TENANT_HEADERS: Final = {"thanos": "THANOS-TENANT", "mimir": "X-Scope-OrgID"}

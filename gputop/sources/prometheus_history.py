@@ -16,6 +16,7 @@ import orjson
 
 from gputop.core.dcgm_join import PLACE_LABELS, SAMPLE_TIME, DcgmJoiner, Joined
 
+MAX_LABELS: Final = 32  # labels of one series: an aggregated answer has a handful
 HISTORY_S: Final = 3600.0
 MIN_STEP_S: Final = 60.0
 MIN_STEPS: Final = 4
@@ -90,6 +91,6 @@ def _matrix(body: bytes) -> list[tuple[dict[str, str], list[object]]]:
         if not isinstance(entry, dict):
             continue
         labels, values = entry.get("metric"), entry.get("values")
-        if type(labels) is dict and len(labels) <= 32 and isinstance(values, list):
+        if type(labels) is dict and len(labels) <= MAX_LABELS and isinstance(values, list):
             found.append((labels, values))
     return found
