@@ -28,6 +28,7 @@ from gputop.core.models import (
     SourceResult,
 )
 from gputop.core.nodeset import natural_key
+from gputop.core.slurm_names import SlurmNameAligner
 from gputop.core.summary import ClusterView
 from gputop.core.view import ViewStage
 from gputop.sources.base import Source
@@ -67,6 +68,7 @@ class Poller:
         self._last_results: dict[str, SourceResult] = {}
         self._source_errors: dict[str, str] = {}
         self._tick = 0
+        self._slurm_names = SlurmNameAligner()
         self._wake = asyncio.Event()
         self._stopping = False
 
@@ -171,6 +173,8 @@ class Poller:
             if result.slurm is not None:
                 slurm = result.slurm
         nodes.sort(key=lambda node: natural_key(node.name))
+        # Slurm's names keyed as the nodes are named (case and domain apart), so every lookup finds them
+        slurm = self._slurm_names.align(slurm, [node.name for node in nodes])
         self._tick += 1
         snapshot = ClusterSnapshot.build(
             cluster=self.cluster,

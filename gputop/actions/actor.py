@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from gputop.core.models import SlurmState
+from gputop.core.slurm_names import align_slurm_names
 from gputop.sources.slurm_runner import Runner
 
 if TYPE_CHECKING:
@@ -43,6 +44,7 @@ def states_of(nodes: Sequence[str], slurm: SlurmState) -> dict[str, str]:
     """Each node's Slurm state in words, with its reason: what the dialog and the audit log say after an
     unknown outcome."""
     states: dict[str, str] = {}
+    slurm = align_slurm_names(slurm, frozenset(nodes))  # read afresh: keyed by Slurm's own spelling
     for name in nodes:
         node = slurm.nodes.get(name)
         if node is None:

@@ -20,6 +20,7 @@ from gputop.core.health import Problem
 from gputop.core.models import NodeSample, Severity, SlurmJob, SlurmState
 from gputop.core.nodeset import fold_nodes, natural_key
 from gputop.core.safe_text import first_unsafe
+from gputop.core.slurm_names import slurm_spelling
 from gputop.core.xid_codes import xid_verdict
 
 NodeAction = Literal["drain", "resume"]
@@ -83,7 +84,8 @@ def plan_node_action(
                 f"the reason holds a control character ({_char_name(char)}) at position {at + 1}, "
                 "perhaps from a paste: type it as one line of plain text"
             )
-    nodeset = fold_nodes(wanted)
+    # scontrol is handed Slurm's own spelling of each name (it may differ from ours in case or domain)
+    nodeset = fold_nodes(slurm_spelling(slurm, wanted))
     argv: tuple[str, ...] = ("scontrol", "update", f"NodeName={nodeset}")
     if action == "drain":
         # scontrol strips a double quote from each end of the value; quoting it whole keeps a reason
