@@ -41,6 +41,14 @@ def test_the_vgpu_scrape_joins_into_one_gpu_with_what_it_exports() -> None:
     cells = gpu_cells(gpu, node.sample.name, None, {}, palette, None, node.sample.not_exported)
     assert cells["temp"].plain == "not exported" and cells["power"].plain == "not exported"
     assert cells["util"].plain == "0%"
+    # and the map marks the cell as not exported, for the metrics it lacks only
+    from gputop.core.heatmap import NOT_EXPORTED, cell_codes
+    from gputop.core.metrics import Metric, heat_scales
+
+    scales = heat_scales(85.0, 95.0, 95.0)
+    assert cell_codes(node.sample, (), Metric.TEMP, scales[Metric.TEMP]) == (NOT_EXPORTED,)
+    assert cell_codes(node.sample, (), Metric.POWER, scales[Metric.POWER]) == (NOT_EXPORTED,)
+    assert cell_codes(node.sample, (), Metric.UTIL, scales[Metric.UTIL]) == (scales[Metric.UTIL].step(0.0),)
 
 
 def test_the_mig_scrape_cut_mid_line_keeps_its_whole_lines_and_marks_mig() -> None:

@@ -12,10 +12,11 @@ from gputop.core.metrics import HEAT_STEPS, HeatScale, Metric
 from gputop.core.models import NodeSample, Reachability, Severity
 
 # 0..9 are heat steps; CRIT_FLAG + step marks a GPU with a critical problem, IDLE_FLAG + step one that a
-# job holds idle; 10..15 are the states.
+# job holds idle; 10..15 and NOT_EXPORTED are the states.
 CRIT_FLAG = 16
 IDLE_FLAG = 32
 DOWN, MISSING, STALE, MIG_NA, NA, EMPTY = 10, 11, 12, 13, 14, 15
+NOT_EXPORTED = 48  # the host's exporter does not give this metric at all (a store's source): not a fault
 
 CellCodes = tuple[int, ...]
 
@@ -48,6 +49,9 @@ def cell_codes(
                 codes[gpu.index] = STALE
         return tuple(codes)
     value_of = metric.reader
+    unread = NA
+    if node.not_exported and not node.not_exported.isdisjoint(metric.fields):
+        unread = NOT_EXPORTED
     step = scale.step
     rule_kind = metric.rule_kind
     flagged: set[int | None] | None = None
@@ -59,7 +63,7 @@ def cell_codes(
             continue
         value = value_of(gpu)
         if value is None:
-            codes[index] = MIG_NA if gpu.mig_enabled else NA
+            codes[index] = MIG_NA if gpu.mig_enabled else unread
             continue
         heat = step(value)
         if flagged is not None:

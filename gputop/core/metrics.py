@@ -48,6 +48,11 @@ class Metric(StrEnum):
         return _RULE_KINDS.get(self)
 
     @property
+    def fields(self) -> tuple[str, ...]:
+        """The readings this metric is worked out from (`NodeSample.not_exported` names them)."""
+        return _FIELDS[self]
+
+    @property
     def reader(self) -> Callable[[GpuSample], float | None]:
         """``of`` as a plain function of the GPU: for loops over every GPU of a cluster, where two of the
         four are C-level field getters."""
@@ -59,6 +64,13 @@ _READ: dict[Metric, Callable[[GpuSample], float | None]] = {
     Metric.MEM: attrgetter("mem_pct"),
     Metric.TEMP: attrgetter("temp_c"),
     Metric.POWER: attrgetter("power_pct"),
+}
+
+_FIELDS: dict[Metric, tuple[str, ...]] = {
+    Metric.UTIL: ("util_pct",),
+    Metric.MEM: ("mem_used_mib", "mem_total_mib"),
+    Metric.TEMP: ("temp_c",),
+    Metric.POWER: ("power_w", "power_limit_w"),
 }
 
 _RULE_KINDS = {Metric.TEMP: "temp", Metric.MEM: "mem"}

@@ -30,6 +30,7 @@ from gputop.core.heatmap import (
     MIG_NA,
     MISSING,
     NA,
+    NOT_EXPORTED,
     STALE,
     CellCodes,
 )
@@ -72,6 +73,7 @@ class CellStyles:
         plain[STALE] = (palette.stale, "\u00b7")
         plain[MIG_NA] = (palette.na, "m")
         plain[NA] = (palette.na, "?")
+        plain[NOT_EXPORTED] = (palette.na, "\u2205")  # empty set: the site's exporter gives no such field
         plain[EMPTY] = (palette.empty, " ")
         self.plain = plain
         self.dimmed = {
@@ -125,9 +127,12 @@ def _marked(top: int, bottom: int) -> int | None:
         if state in (top, bottom):
             return state
     for code in (top, bottom):
-        if code >= IDLE_FLAG:
+        if IDLE_FLAG <= code < NOT_EXPORTED:
             return code
-    return MIG_NA if MIG_NA in (top, bottom) else None
+    for state in (MIG_NA, NOT_EXPORTED):
+        if state in (top, bottom):
+            return state
+    return None
 
 
 class ClusterMap(Widget, can_focus=True):
@@ -165,6 +170,7 @@ class ClusterMap(Widget, can_focus=True):
         self._styles: CellStyles | None = None
         # the view's cell codes for the map's metric, by node (the core's: the map never works them out)
         self._cells: Mapping[str, Codes] = {}
+        self._unexported = False  # some node's exporter does not give the map's metric
         # line -> (signature, strip): a line is rebuilt only when its signature changed
         self._lines: dict[int, tuple[object, Strip]] = {}
 
@@ -189,13 +195,26 @@ class ClusterMap(Widget, can_focus=True):
         if self.selected is None and self._names:
             self.selected = self._names[0]
         self._cells = view.cells_for(self.metric)
+        self._note_unexported()
         self._refresh_changed_lines()
 
     def set_metric(self, metric: Metric) -> None:
         self.metric = metric
         if self._view is not None:
             self._cells = self._view.cells_for(metric)
+            self._note_unexported()
         self._forget_lines()
+
+    def _note_unexported(self) -> None:
+        """Whether the legend explains the "not exported" mark: only while some node shows it."""
+        fields = self.metric.fields
+        if self._view is None:
+            return
+        self._unexported = any(
+            not node.not_exported.isdisjoint(fields)
+            for node in self._view.snapshot.nodes
+            if node.not_exported
+        )
 
     def set_filter(
         self, kept: frozenset[str] | None, gpus: Mapping[str, frozenset[int]] | None = None
@@ -462,6 +481,11 @@ class ClusterMap(Widget, can_focus=True):
             (styles.plain[STALE], "stale"),
             (styles.plain[MISSING], "missing" if not short else "miss"),
             (styles.plain[MIG_NA], "MIG/n/a" if not short else "MIG"),
+            *(
+                ((styles.plain[NOT_EXPORTED], "not exported" if not short else "n/e"),)
+                if self._unexported
+                else ()
+            ),
             ((palette.heat_bg[-1], "!"), "critical" if not short else "crit"),
             ((palette.heat_bg[0], "z"), "idle in a job" if not short else "idle"),
         )
