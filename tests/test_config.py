@@ -253,7 +253,8 @@ def test_unknown_nested_key_with_hint() -> None:
 
 def test_unknown_key_without_close_match_lists_allowed_keys() -> None:
     message = only_error("ui: {colour_blind: true}")
-    assert message == "cfg.yaml:1: ui.colour_blind: unknown key (allowed: metric, refresh_age_warn_s, theme)"
+    allowed = "metric, rack_pattern, refresh_age_warn_s, theme"
+    assert message == f"cfg.yaml:1: ui.colour_blind: unknown key (allowed: {allowed})"
 
 
 def test_key_one_level_too_high_points_to_its_section() -> None:
@@ -953,3 +954,11 @@ def test_a_prometheus_store_needs_no_node_list_and_its_credentials_must_agree() 
         "clusters[1].prometheus.url: local: true reads this machine over NVML",
     ):
         assert expected in text, text
+
+
+def test_rack_pattern_is_checked_as_a_regular_expression() -> None:
+    assert parse("ui:\n  rack_pattern: '^(r\\d+)-'\n").ui.rack_pattern == "^(r\\d+)-"
+    with pytest.raises(ConfigError, match=r"ui.rack_pattern: not a regular expression"):
+        parse("ui:\n  rack_pattern: '^(r\\d+-'\n")
+    with pytest.raises(ConfigError, match=r"ui.rack_pattern: 201 characters; at most 200"):
+        parse(f"ui:\n  rack_pattern: '{'a' * 201}'\n")

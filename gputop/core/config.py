@@ -257,11 +257,15 @@ class UiConfig:
     theme: str = _opt("gputop-dark", nonempty=True)
     metric: Metric = "util"
     refresh_age_warn_s: float = _opt(5.0, lo=0, lo_open=True, unit="seconds")
+    # A regular expression that finds a node's rack in its name, for the map's group zoom: its group named
+    # "rack", else its first group, else the whole match ("^(r\\d+)-", "(?P<rack>rack\\d+)"). None: the
+    # map groups nodes by Slurm partition only.
+    rack_pattern: str | None = _opt(None, nonempty=True)
 
 
 @dataclass(frozen=True, slots=True)
 class DemoConfig:
-    nodes: int = _opt(32, lo=1, hi=5000, unit="nodes")
+    nodes: int = _opt(32, lo=1, hi=10_000, unit="nodes")
     gpus_per_node: int = _opt(8, lo=1, hi=16, unit="GPUs")
     gpu_model: GpuModel = "H100"
     seed: int = 42

@@ -27,6 +27,7 @@ from gputop.core.config import (
     PrometheusConfig,
     SlurmConfig,
     Thresholds,
+    UiConfig,
 )
 from gputop.core.mig_layout import Refusal, parse_layout
 from gputop.core.nodeset import expand_and_fold, fold_nodes, natural_key
@@ -463,6 +464,19 @@ def _check_mig(s: _Section) -> None:
             seen[str(layout)] = i
 
 
+def _check_ui(s: _Section) -> None:
+    pattern = s.get("rack_pattern")
+    if not isinstance(pattern, str):
+        return
+    if len(pattern) > 200:
+        s.report("rack_pattern", f"{len(pattern)} characters; at most 200")
+        return
+    try:
+        re.compile(pattern)
+    except re.error as error:
+        s.report("rack_pattern", f"not a regular expression: {error}")
+
+
 _CHECKS: Final[Mapping[type, Callable[[_Section], None]]] = {
     Config: _check_config,
     MigConfig: _check_mig,
@@ -472,6 +486,7 @@ _CHECKS: Final[Mapping[type, Callable[[_Section], None]]] = {
     PrometheusConfig: _check_prometheus,
     SlurmConfig: _check_slurm,
     Thresholds: _check_thresholds,
+    UiConfig: _check_ui,
 }
 
 
