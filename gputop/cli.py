@@ -100,11 +100,14 @@ def demo_config(config: Config, args: argparse.Namespace) -> Config:
     return dataclasses.replace(config, demo=dataclasses.replace(demo, **changes))
 
 
+DEMO_RACK_PATTERN = r"^gpu(\d*)\d$"
+
+
 def check_demo_args(args: argparse.Namespace) -> str | None:
     from gputop.sim.gpu_models import GPU_MODELS
 
-    if args.demo_nodes is not None and not 1 <= args.demo_nodes <= 5000:
-        return f"--demo-nodes {args.demo_nodes}: must be between 1 and 5000"
+    if args.demo_nodes is not None and not 1 <= args.demo_nodes <= 10000:
+        return f"--demo-nodes {args.demo_nodes}: must be between 1 and 10000"
     if args.demo_gpu is not None and args.demo_gpu not in GPU_MODELS:
         return f"--demo-gpu {args.demo_gpu!r}: must be one of {', '.join(GPU_MODELS)}"
     return None
@@ -317,11 +320,18 @@ def build_demo_app(
     clock: Clock | None = None,
 ) -> GputopApp:
     """The app on the simulator. Tests and screenshot scripts pass a frozen clock."""
+    import dataclasses
+
     from gputop.clock import SystemClock
     from gputop.cluster_app import DEMO_CLUSTER_NAME, demo_source
     from gputop.tui import app as tui_app
 
     real_clock: Clock = clock if clock is not None else SystemClock()
+    if config.ui.rack_pattern is None:
+        # the demo's racks: ten nodes each, by the name's digits but the last (gpu0012x), so that the map's
+        # group zoom has racks to show besides the partitions
+        ui = dataclasses.replace(config.ui, rack_pattern=DEMO_RACK_PATTERN)
+        config = dataclasses.replace(config, ui=ui)
     settings = tui_app.AppSettings(
         config=config,
         cluster_name=DEMO_CLUSTER_NAME,

@@ -18,6 +18,7 @@ from gputop.sources.recording_file import read_recording
 from gputop.sources.replay import ReplayClock, ReplaySource
 from gputop.tui.app import AppSettings, GputopApp
 from gputop.tui.screens.replay_jump import ReplayJumpScreen, parse_jump
+from gputop.tui.widgets.cluster_map import ClusterMap
 from gputop.tui.widgets.node_table import NodeTable
 from gputop.tui.widgets.status_header import StatusHeader
 from tests.tui_helpers import wait_for_data
@@ -69,8 +70,12 @@ async def test_the_replay_dashboard_steps_jumps_and_shows_what_was_recorded(tmp_
         assert clock.now() == T0 + 2 and "08:00:02 UTC" in header_text(app)
         await pilot.press("comma")
         assert clock.now() == T0 + 1
+        cluster_map = app.screen.query_one(ClusterMap)
         await pilot.press("plus", "plus", "minus")
         assert clock.speed == 2.0
+        assert cluster_map.zoom is None  # + and - are the replay's speed here; z and Z zoom the map
+        await pilot.press("Z")
+        assert cluster_map.zoom is not None and clock.speed == 2.0
         # the demo's node that stops answering does so during the recording: n jumps to it
         event = source.next_event(clock.now())
         assert event is not None

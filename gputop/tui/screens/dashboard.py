@@ -16,7 +16,7 @@ from gputop.core.safe_text import safe_line
 from gputop.core.summary import ClusterView
 from gputop.tui.messages import NodeOpened, NodeSelected
 from gputop.tui.screens.base import GputopScreen
-from gputop.tui.widgets.cluster_map import ClusterMap
+from gputop.tui.widgets.cluster_map import ClusterMap, sign_zoom_allowed
 from gputop.tui.widgets.cluster_strip import ClusterStrip
 from gputop.tui.widgets.footer import GputopFooter
 from gputop.tui.widgets.node_table import NodeTable
@@ -42,6 +42,12 @@ class DashboardScreen(GputopScreen):
         Binding("H", "toggle_strip", "Cluster strip: the last hour", show=False),
         Binding("E", "export_table", "Export the table to CSV", show=False),
         Binding("J", "queue", "Jobs"),
+        Binding("plus,equals_sign", "zoom_map_by_sign(-1)", "Zoom the map in", show=False),
+        Binding("minus", "zoom_map_by_sign(1)", "Zoom the map out", show=False),
+        Binding("z", "zoom_map(-1)", "Zoom the map in", show=False),
+        Binding("Z", "zoom_map(1)", "Zoom the map out", show=False),
+        Binding("w", "map_reduce", "Map: worst or mean of a node's GPUs", show=False),
+        Binding("b", "map_group_by", "Map: group by partition or rack", show=False),
         Binding("A", "alerts", "Alerts"),
     ]
 
@@ -65,7 +71,9 @@ class DashboardScreen(GputopScreen):
         app = self.gputop
         yield app.status_header()
         yield ClusterStrip(id="strip")
-        yield ClusterMap(metric=app.metric, scales=app.scales, id="map")
+        yield ClusterMap(
+            metric=app.metric, scales=app.scales, rack_pattern=app.settings.config.ui.rack_pattern, id="map"
+        )
         with Vertical(id="filter-bar"):
             yield Input(
                 placeholder="filter: name, state, temp>85, util<5, slurm=drain, gpu[001-016] ...", id="filter"
@@ -113,6 +121,24 @@ class DashboardScreen(GputopScreen):
     @on(NodeOpened)
     def _open(self, event: NodeOpened) -> None:
         self.gputop.open_node(event.name)
+
+    # -- the map's zoom (the table has the focus; the map's own keys when it has) ----------------------------
+    def action_zoom_map(self, step: int) -> None:
+        self.query_one(ClusterMap).action_zoom(step)
+
+    def action_zoom_map_by_sign(self, step: int) -> None:
+        self.query_one(ClusterMap).action_zoom(step)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if not sign_zoom_allowed(self.app, action):
+            return False
+        return super().check_action(action, parameters)
+
+    def action_map_reduce(self) -> None:
+        self.query_one(ClusterMap).action_switch_reduce()
+
+    def action_map_group_by(self) -> None:
+        self.query_one(ClusterMap).action_switch_group_by()
 
     # -- node actions -----------------------------------------------------------------------------------
     def action_mark(self) -> None:

@@ -21,6 +21,11 @@ KEY_NAMES = {
     "enter": "Enter",
     "pageup": "PgUp",
     "pagedown": "PgDn",
+    "plus": "+",
+    "equals_sign": "=",
+    "minus": "-",
+    "full_stop": ".",
+    "comma": ",",
 }
 
 
@@ -33,12 +38,13 @@ def key_label(keys: str) -> str:
 
 
 def binding_rows(bindings: list[BindingType]) -> list[tuple[str, str]]:
-    rows: list[tuple[str, str]] = []
+    """A row per description: the keys of two bindings that do the same (`+` and `z`) share one."""
+    keys_of: dict[str, list[str]] = {}
     for item in bindings:
         binding = item if isinstance(item, Binding) else Binding(*item)
         if binding.description:
-            rows.append((key_label(binding.key), binding.description))
-    return rows
+            keys_of.setdefault(binding.description, []).append(key_label(binding.key))
+    return [(" ".join(keys), description) for description, keys in keys_of.items()]
 
 
 class HelpScreen(ModalScreen[None]):
@@ -48,7 +54,7 @@ class HelpScreen(ModalScreen[None]):
 
     DEFAULT_CSS = """
     HelpScreen { align: center middle; }
-    #help { width: 90; max-width: 95%; height: auto; max-height: 90%; border: round $primary;
+    #help { width: 150; max-width: 95%; height: auto; max-height: 90%; border: round $primary;
             background: $surface; padding: 0 1; }
     """
 
@@ -57,17 +63,24 @@ class HelpScreen(ModalScreen[None]):
         self.sections = sections
 
     def compose(self) -> ComposeResult:
+        # two columns of sections, so that every key shows on a 50-line screen without scrolling
+        columns: list[list[tuple[str | Text, str | Text]]] = [[], []]
+        listed = [(title, binding_rows(bindings)) for title, bindings in self.sections]
+        listed = [(title, rows) for title, rows in listed if rows]
+        half = (sum(len(rows) + 2 for _title, rows in listed) + 1) // 2
+        for title, rows in listed:
+            column = columns[0] if len(columns[0]) < half else columns[1]
+            column.append((Text(title, style="underline"), ""))
+            column.extend(rows)
+            column.append(("", ""))
         table = Table.grid(padding=(0, 2))
-        table.add_column(justify="right", style="bold")
-        table.add_column()
-        for title, bindings in self.sections:
-            rows = binding_rows(bindings)
-            if not rows:
-                continue
-            table.add_row(Text(title, style="underline"), "")
-            for key, description in rows:
-                table.add_row(key, description)
-            table.add_row("", "")
+        for _ in range(2):
+            table.add_column(justify="right", style="bold")
+            table.add_column()
+        for at in range(max(len(columns[0]), len(columns[1]))):
+            left = columns[0][at] if at < len(columns[0]) else ("", "")
+            right = columns[1][at] if at < len(columns[1]) else ("", "")
+            table.add_row(*left, *right)
         table.add_row(
             "",
             Text("Ctrl+P opens the command palette; the mouse clicks, scrolls and sorts too.", style="dim"),

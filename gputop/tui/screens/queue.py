@@ -72,7 +72,13 @@ class QueueScreen(GputopScreen):
     def compose(self) -> ComposeResult:
         app = self.gputop
         yield app.status_header()
-        yield ClusterMap(metric=app.metric, scales=app.scales, id="queue-map")
+        yield ClusterMap(
+            metric=app.metric,
+            scales=app.scales,
+            height_share=0.4,
+            rack_pattern=app.settings.config.ui.rack_pattern,
+            id="queue-map",
+        )
         yield Static("", id="job-line", markup=False)
         with Vertical(id="queue-filter-bar"):
             yield Input(

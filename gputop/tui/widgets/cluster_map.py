@@ -1,22 +1,27 @@
-"""The cluster map: one cell per GPU, grouped by node, coloured by the selected metric.
+"""The cluster map: every GPU, node or group of nodes as a cell coloured by the selected metric, zoomed to
+fit.
 
-A Line-API widget built for thousands of GPUs. Each GPU becomes a small integer code (a heat step or a
-state) once per view; a screen line is rebuilt only when the codes on it changed, neighbouring cells with the
-same code are painted as one segment, and only changed lines are repainted. Three densities: two characters
-per GPU, one, or half blocks that stack two GPUs in one character (GPUs 0-3 on top, 4-7 below).
+A Line-API widget built for tens of thousands of GPUs. Each GPU becomes a small integer code (a heat step
+or a state) once per view, in the core; a screen line is rebuilt only when the codes on it changed,
+neighbouring cells with the same code are painted as one segment, and only changed lines are repainted.
+
+Zoom (`gputop.core.map_zoom`): one cell per GPU while that fits (two characters per GPU, one, or half
+blocks that stack GPUs 0-3 over 4-7), then one per node (a character each, or two rows of nodes stacked in
+half blocks), then one per group (a Slurm partition, or a rack read from the name with ``ui.rack_pattern``).
+``+`` and ``-`` zoom by hand; a zoom finer than what fits shows a window of lines that follows the
+selection. ``w`` switches a node's or group's heat between the worst and the mean of its cells; states
+(down, critical, missing, stale) always show.
 """
 
 from __future__ import annotations
 
-import math
+import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 from rich.segment import Segment
-from rich.style import Style
 from textual import events
 from textual.binding import Binding
-from textual.filter import ANSIToTruecolor, LineFilter, dim_color
+from textual.filter import ANSIToTruecolor, LineFilter
 from textual.geometry import Region
 from textual.reactive import reactive
 from textual.strip import Strip
@@ -29,114 +34,61 @@ from gputop.core.heatmap import (
     IDLE_FLAG,
     MIG_NA,
     MISSING,
-    NA,
     NOT_EXPORTED,
     STALE,
     CellCodes,
 )
-from gputop.core.metrics import HEAT_STEPS, HeatScale, Metric
+from gputop.core.map_zoom import (
+    Group,
+    GroupBy,
+    MapLayout,
+    NodeCells,
+    Reduce,
+    Zoom,
+    choose_layout,
+    groups_by_partition,
+    groups_by_pattern,
+    has_zoom_line,
+    reduce_group,
+    window_top,
+)
+from gputop.core.metrics import HeatScale, Metric
+from gputop.core.models import SlurmState
+from gputop.core.safe_text import safe_line
 from gputop.core.summary import ClusterView
 from gputop.tui.messages import NodeOpened, NodeSelected
-from gputop.tui.palette import Palette, PaletteCache
+from gputop.tui.palette import PaletteCache
 from gputop.tui.strips import line_strip
+from gputop.tui.widgets.map_cells import (
+    CellStyles,
+    _marked,
+    legend,
+    selected_cell,
+    stacked_cells,
+    wide_cells,
+)
 
-UPPER_HALF = "\u2580"  # upper half block: foreground paints the top GPU, background the bottom one
+__all__ = ["CellStyles", "ClusterMap", "MapLayout", "_marked"]
+
 LEFT_BRACKET = "\u2590"  # right half block, hugging the selected node's first cell
 RIGHT_BRACKET = "\u258c"  # left half block, hugging its last cell
+MAX_GROUP_LABEL = 16  # a group's name in the label column, cut beyond
 
 Codes = CellCodes
 
 
-@dataclass(frozen=True, slots=True)
-class MapLayout:
-    label_width: int
-    group_width: int  # characters per node, separator included
-    nodes_per_row: int
-    rows: int
-    compact: bool
-    cell_width: int  # characters per GPU (1 or 2; 1 in compact mode)
+SIGN_ZOOM_ACTIONS = frozenset({"zoom_by_sign", "zoom_map_by_sign"})
 
 
-class CellStyles:
-    """Style and glyph of every cell code for one palette, and the half-block styles as they are needed."""
-
-    def __init__(self, palette: Palette) -> None:
-        self.palette = palette
-        plain: dict[int, tuple[Style, str]] = {}
-        for step in range(HEAT_STEPS):
-            plain[step] = (palette.heat_bg[step], " ")
-            plain[step + CRIT_FLAG] = (palette.heat_bg[step], "!")
-            plain[step + IDLE_FLAG] = (palette.heat_bg[step], "z")  # held by a job, idle (asleep)
-        # Glyphs repeat what the colour says, for colour-blind users.
-        plain[DOWN] = (palette.down, "\u00d7")
-        plain[MISSING] = (palette.missing, "-")
-        plain[STALE] = (palette.stale, "\u00b7")
-        plain[MIG_NA] = (palette.na, "m")
-        plain[NA] = (palette.na, "?")
-        plain[NOT_EXPORTED] = (palette.na, "\u2205")  # empty set: the site's exporter gives no such field
-        plain[EMPTY] = (palette.empty, " ")
-        self.plain = plain
-        self.dimmed = {
-            code: (_dimmed(style), "\u2591" if glyph == " " and code != EMPTY else glyph)
-            for code, (style, glyph) in plain.items()
-        }
-        self._halves: dict[tuple[int, int, bool], Style] = {}
-        # Textual turns ANSI colours into the theme's truecolour, and dim into a blended colour, on every
-        # segment it paints; a map whose cells are truecolour without dim does not need it.
-        drawn = [style for style, _glyph in (*plain.values(), *self.dimmed.values())]
-        self.truecolor_undimmed = all(
-            map(_truecolor_undimmed, [*drawn, palette.dim, palette.selection, palette.text])
-        )
-
-    def half(self, top: int, bottom: int, dimmed: bool) -> Style:
-        key = (top, bottom, dimmed)
-        style = self._halves.get(key)
-        if style is None:
-            style = Style(color=self.plain[top][0].bgcolor, bgcolor=self.plain[bottom][0].bgcolor)
-            self._halves[key] = style = _dimmed(style) if dimmed else style
-        return style
-
-
-def _truecolor_undimmed(style: Style) -> bool:
-    colors = (style.color, style.bgcolor)
-    return not style.dim and all(color is None or color.triplet is not None for color in colors)
-
-
-def _dimmed(style: Style) -> Style:
-    """``style`` dimmed as Textual paints dim: the text colour blended towards the background (done here
-    once per style, rather than by Textual's line filter on every segment of every line)."""
-    color, bgcolor = style.color, style.bgcolor
-    if bgcolor is None or bgcolor.triplet is None or (color is not None and color.triplet is None):
-        return style + Style(dim=True)  # ANSI colours: Textual's filter blends them as it converts them
-    if color is None:
-        return style  # no text colour to dim
-    return style + Style(color=dim_color(bgcolor, color))
-
-
-# In compact mode a character holds two GPUs; when either has a state or a flag, its glyph takes the
-# character, the most urgent first.
-_GLYPH_ORDER = (DOWN, MISSING, STALE)
-
-
-def _marked(top: int, bottom: int) -> int | None:
-    """The code whose glyph a two-GPU character shows, or None for the two heat colours."""
-    for code in (top, bottom):
-        if CRIT_FLAG <= code < IDLE_FLAG:
-            return code
-    for state in _GLYPH_ORDER:
-        if state in (top, bottom):
-            return state
-    for code in (top, bottom):
-        if IDLE_FLAG <= code < NOT_EXPORTED:
-            return code
-    for state in (MIG_NA, NOT_EXPORTED):
-        if state in (top, bottom):
-            return state
-    return None
+def sign_zoom_allowed(app: object, action: str) -> bool:
+    """+ and - zoom the map, except in a replay, where they are the replay's speed (z and Z still zoom)."""
+    settings = getattr(app, "settings", None)
+    return action not in SIGN_ZOOM_ACTIONS or getattr(settings, "replay", None) is None
 
 
 class ClusterMap(Widget, can_focus=True):
-    """Heat map of every GPU. Arrow keys move between nodes; Enter opens the selected node."""
+    """Heat map of every GPU. Arrow keys move between nodes (groups); Enter opens the selected node (zooms
+    into the selected group)."""
 
     BINDINGS = [
         Binding("left", "move(-1, 0)", "Previous node", show=False),
@@ -144,6 +96,12 @@ class ClusterMap(Widget, can_focus=True):
         Binding("up", "move(0, -1)", "Node above", show=False),
         Binding("down", "move(0, 1)", "Node below", show=False),
         Binding("enter", "open", "Open node"),
+        Binding("plus,equals_sign", "zoom_by_sign(-1)", "Zoom in", show=False),
+        Binding("minus", "zoom_by_sign(1)", "Zoom out", show=False),
+        Binding("z", "zoom(-1)", "Zoom in", show=False),
+        Binding("Z", "zoom(1)", "Zoom out", show=False),
+        Binding("w", "switch_reduce", "Worst or mean", show=False),
+        Binding("b", "switch_group_by", "Group by partition or rack", show=False),
     ]
 
     DEFAULT_CSS = """
@@ -152,10 +110,21 @@ class ClusterMap(Widget, can_focus=True):
 
     selected: reactive[str | None] = reactive(None, layout=False)
 
-    def __init__(self, *, metric: Metric, scales: dict[Metric, HeatScale], **kwargs: object) -> None:
+    def __init__(
+        self,
+        *,
+        metric: Metric,
+        scales: dict[Metric, HeatScale],
+        height_share: float = 0.6,
+        rack_pattern: str | None = None,
+        **kwargs: object,
+    ) -> None:
+        """height_share: the share of the screen the map may take (its CSS max-height), legend included."""
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self.metric = metric
         self.scales = scales
+        self.height_share = height_share
+        self.rack_pattern = re.compile(rack_pattern) if rack_pattern else None
         self.highlighted: frozenset[str] = frozenset()  # nodes kept by the table's filter
         self._filtered = False
         # within highlighted nodes, the GPU indices kept lit (a job's GPUs); a node absent here is lit whole
@@ -165,7 +134,7 @@ class ClusterMap(Widget, can_focus=True):
         self._index: dict[str, int] = {}
         self._gpus_per_node = 8
         self._layout: MapLayout | None = None
-        self._layout_key: tuple[int, int] = (0, 0)
+        self._layout_key: tuple[object, ...] = ()
         self._palettes = PaletteCache()
         self._styles: CellStyles | None = None
         # the view's cell codes for the map's metric, by node (the core's: the map never works them out)
@@ -173,6 +142,17 @@ class ClusterMap(Widget, can_focus=True):
         self._unexported = False  # some node's exporter does not give the map's metric
         # line -> (signature, strip): a line is rebuilt only when its signature changed
         self._lines: dict[int, tuple[object, Strip]] = {}
+        # zoom: None follows the screen; the user's +/- set it
+        self.zoom: Zoom | None = None
+        self.reduce = Reduce.WORST
+        self.group_by = GroupBy.RACK if self.rack_pattern is not None else GroupBy.PARTITION
+        self._top = 0  # first line shown when the map is windowed
+        self._node_cells = NodeCells()
+        self._node_codes: list[int] = []  # per node, in map order (node and group zoom)
+        self._groups: list[Group] | None = None  # None: nothing to group by
+        self._group_of: list[int] = []  # node index -> group index
+        self._groups_key: tuple[object, ...] = ()
+        self._group_codes: list[tuple[int, int]] = []  # per group: its state, its heat
 
     # -- data in ----------------------------------------------------------------------------------------
     def apply_view(self, view: ClusterView) -> None:
@@ -196,6 +176,8 @@ class ClusterMap(Widget, can_focus=True):
             self.selected = self._names[0]
         self._cells = view.cells_for(self.metric)
         self._note_unexported()
+        self._regroup(view.snapshot.slurm)
+        self._reduce_cells()
         self._refresh_changed_lines()
 
     def set_metric(self, metric: Metric) -> None:
@@ -203,6 +185,7 @@ class ClusterMap(Widget, can_focus=True):
         if self._view is not None:
             self._cells = self._view.cells_for(metric)
             self._note_unexported()
+            self._reduce_cells()
         self._forget_lines()
 
     def _note_unexported(self) -> None:
@@ -237,17 +220,107 @@ class ClusterMap(Widget, can_focus=True):
             return (False,) * cells
         return tuple(i not in kept for i in range(cells))
 
+    # -- zoom: nodes and groups as one cell -----------------------------------------------------------------
+    def _regroup(self, slurm: SlurmState | None) -> None:
+        """The groups of the group zoom, worked out again when the names, Slurm's state or the grouping
+        change."""
+        by_rack = self.group_by is GroupBy.RACK and self.rack_pattern is not None
+        key = (len(self._names), self._names[:1], by_rack, None if by_rack else slurm)
+        if key == self._groups_key:
+            return
+        self._groups_key = key
+        if by_rack and self.rack_pattern is not None:
+            groups: list[Group] | None = groups_by_pattern(self._names, self.rack_pattern)
+        elif slurm is not None and slurm.nodes:
+            groups = groups_by_partition(self._names, {n: s.partitions for n, s in slurm.nodes.items()})
+        else:
+            groups = None
+        self._groups = groups
+        self._group_of = [0] * len(self._names)
+        for at, group in enumerate(groups or ()):
+            for member in group.members:
+                self._group_of[member] = at
+        self._layout = None
+        self._lines.clear()
+        self.refresh(layout=True)
+
+    def _reduce_cells(self) -> None:
+        """Each node's one cell (and each group's) where the zoom shows them."""
+        zoom = self._current_layout().zoom if self.is_mounted else Zoom.GPU
+        if zoom is Zoom.GPU:
+            return
+        self._node_codes = self._node_cells.of(self._cells, self._names, self.reduce)
+        if zoom is Zoom.GROUP and self._groups is not None:
+            codes = self._node_codes
+            self._group_codes = [
+                reduce_group([codes[i] for i in group.members], self.reduce) for group in self._groups
+            ]
+
+    def action_zoom(self, step: int) -> None:
+        """One zoom finer (-1) or coarser (+1) than shown; back to following the screen where that is
+        the zoom that fits."""
+        layout = self._current_layout()
+        coarsest = Zoom.GROUP if self._groups is not None else Zoom.NODE
+        wanted = Zoom(max(Zoom.GPU, min(coarsest, layout.zoom + step)))
+        self.zoom = wanted
+        if self._chosen_layout(None).zoom is wanted and not self._chosen_layout(wanted).windowed:
+            self.zoom = None
+        self._relayout()
+
+    def action_zoom_by_sign(self, step: int) -> None:
+        self.action_zoom(step)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        return sign_zoom_allowed(self.app, action)
+
+    def action_switch_reduce(self) -> None:
+        self.reduce = self.reduce.other()
+        self._relayout()
+
+    def action_switch_group_by(self) -> None:
+        if self.rack_pattern is None:
+            self.app.notify("Set ui.rack_pattern in the config to group nodes by rack", timeout=4)
+            return
+        self.group_by = GroupBy.PARTITION if self.group_by is GroupBy.RACK else GroupBy.RACK
+        self._regroup(self._view.snapshot.slurm if self._view is not None else None)
+        self._relayout()
+
+    def _relayout(self) -> None:
+        self._layout = None
+        self._reduce_cells()
+        self._forget_lines()
+        self.refresh(layout=True)
+
+    # -- selection -------------------------------------------------------------------------------------------
     def watch_selected(self, old: str | None, new: str | None) -> None:
-        # only the lines holding the old and the new selection change
+        # only the lines holding the old and the new selection change, unless the window moves
         if not self.is_mounted or self._layout is None:
             return
-        per_row = self._layout.nodes_per_row
+        layout = self._layout
+        top = self._top
+        self._follow_selection(layout)
+        if self._top != top:
+            self._forget_lines()
+            return
         for name in (old, new):
-            index = self._index.get(name or "")
-            if index is not None:
-                line = index // per_row
+            line = self._line_of_name(name, layout)
+            if line is not None:
                 self._lines.pop(line, None)
-                self.refresh(Region(0, line, self.size.width, 1))
+                self.refresh(Region(0, line - self._top, self.size.width, 1))
+        if has_zoom_line(layout):
+            self.refresh(Region(0, layout.window, self.size.width, 1))  # the zoom line names it
+
+    def _line_of_name(self, name: str | None, layout: MapLayout) -> int | None:
+        index = self._index.get(name or "")
+        if index is None:
+            return None
+        if layout.zoom is Zoom.GROUP:
+            index = self._group_of[index] if index < len(self._group_of) else 0
+        return layout.line_of(index)
+
+    def _follow_selection(self, layout: MapLayout) -> None:
+        line = self._line_of_name(self.selected, layout)
+        self._top = window_top(layout, line if line is not None else 0, self._top)
 
     def on_resize(self, _event: events.Resize) -> None:
         self._forget_lines()
@@ -264,54 +337,65 @@ class ClusterMap(Widget, can_focus=True):
         return codes + (EMPTY,) * pad if pad > 0 else codes[: self._gpus_per_node]
 
     # -- geometry ---------------------------------------------------------------------------------------
-    def layout_for(self, width: int, screen_height: int) -> MapLayout:
-        """The roomiest density that fits: two characters per GPU while the map stays within a quarter of
-        the screen, one character within 40%, else half blocks (two GPUs per character)."""
-        count = max(1, len(self._names))
-        label_width = max((len(n) for n in self._names), default=6) + 1
-        usable = max(1, width - label_width)
-        modes = (
-            (2, False, screen_height * 0.25),
-            (1, False, screen_height * 0.4),
-            (1, True, float("inf")),
+    def _budget(self, screen_height: int) -> int:
+        """Lines the map may give its cells and zoom line: its share of what the header and footer leave
+        (as Textual resolves the max-height), less the legend."""
+        return max(3, int((screen_height - 3) * self.height_share) - 1)
+
+    def layout_for(self, width: int, screen_height: int, zoom: Zoom | None = None) -> MapLayout:
+        groups = self._groups
+        group_label = max((len(g.name) for g in groups or ()), default=6)
+        return choose_layout(
+            width=width,
+            screen_height=screen_height,
+            budget=self._budget(screen_height),
+            nodes=len(self._names),
+            gpus_per_node=self._gpus_per_node,
+            label_width=max((len(n) for n in self._names), default=6) + 1,
+            group_label_width=min(group_label, MAX_GROUP_LABEL) + 1,
+            groups=len(groups) if groups is not None else None,
+            zoom=zoom,
         )
-        for cell_width, compact, max_rows in modes:
-            gpu_columns = math.ceil(self._gpus_per_node / 2) if compact else self._gpus_per_node
-            group = gpu_columns * cell_width + 1
-            per_row = max(1, usable // group)
-            rows = math.ceil(count / per_row)
-            if rows <= max(2, max_rows - 1):
-                return MapLayout(label_width, group, per_row, rows, compact, cell_width)
-        raise AssertionError("the last mode always fits")
+
+    def _chosen_layout(self, zoom: Zoom | None) -> MapLayout:
+        return self.layout_for(self.size.width or 80, self._screen_height(), zoom)
 
     @property
     def map_layout(self) -> MapLayout:
-        """The layout the map is drawn in at its current size: density, nodes per row, rows."""
+        """The layout the map is drawn in at its current size: zoom, density, items per row, rows."""
         return self._current_layout()
 
     def _screen_height(self) -> int:
         return self.screen.size.height if self.is_mounted else 50
 
     def _current_layout(self) -> MapLayout:
-        key = (self.size.width or 80, self._screen_height())
+        key = (self.size.width or 80, self._screen_height(), self.zoom)
         if self._layout is None or self._layout_key != key:
             self._layout = self.layout_for(*key)
             self._layout_key = key
             self._lines.clear()
+            self._follow_selection(self._layout)
         return self._layout
 
     def get_content_height(self, container: object, viewport: object, width: int) -> int:
         self._layout = None  # names or sizes changed: recompute on the next line
-        return self.layout_for(width, self._screen_height()).rows + 1  # + legend
+        layout = self.layout_for(width, self._screen_height(), self.zoom)
+        return layout.window + 1 + has_zoom_line(layout)  # + legend (+ zoom line)
 
     def node_at(self, x: int, y: int) -> str | None:
         layout = self._current_layout()
-        if y >= layout.rows or x < layout.label_width:
+        if y >= layout.window or x < layout.label_width:
             return None
+        line = y + self._top
         column = (x - layout.label_width) // layout.group_width
         if column >= layout.nodes_per_row:
             return None
-        index = y * layout.nodes_per_row + column
+        if layout.zoom is Zoom.GROUP:
+            at = line * layout.nodes_per_row + column
+            groups = self._groups or []
+            return self._names[groups[at].members[0]] if at < len(groups) else None
+        row = line * 2 if layout.compact and layout.zoom is Zoom.NODE else line
+        index = row * layout.nodes_per_row + column
         return self._names[index] if index < len(self._names) else None
 
     # -- rendering --------------------------------------------------------------------------------------
@@ -322,19 +406,49 @@ class ClusterMap(Widget, can_focus=True):
             self._lines.clear()
         return self._styles
 
-    def _line_names(self, line: int, layout: MapLayout) -> list[str]:
-        first = line * layout.nodes_per_row
-        return self._names[first : first + layout.nodes_per_row]
+    def _line_items(self, line: int, layout: MapLayout) -> range:
+        """The items (nodes, or groups) on ``line``: at stacked node zoom, two rows of them."""
+        per_row = layout.nodes_per_row
+        rows = 2 if layout.compact and layout.zoom is Zoom.NODE else 1
+        first = line * rows * per_row
+        total = len(self._groups or ()) if layout.zoom is Zoom.GROUP else len(self._names)
+        return range(first, min(first + rows * per_row, total))
 
     def _signature(self, line: int, layout: MapLayout) -> object:
-        names = self._line_names(line, layout)
-        # the view's tuples: the same objects while the nodes did not move, so comparing them is quick
-        cells = self._cells
-        codes = tuple(cells.get(name, ()) for name in names)
-        selected = names.index(self.selected) if self.selected in names else -1
-        kept = self._kept_gpus
-        dimmed = tuple((n in self.highlighted, kept.get(n)) for n in names) if self._filtered else ()
-        return (codes, selected, dimmed, self.size.width)
+        items = self._line_items(line, layout)
+        if layout.zoom is Zoom.GPU:
+            names = self._names[items.start : items.stop]
+            # the view's tuples: the same objects while the nodes did not move, so comparing them is quick
+            cells = self._cells
+            codes: object = tuple(cells.get(name, ()) for name in names)
+            selected = names.index(self.selected) if self.selected in names else -1
+            kept = self._kept_gpus
+            dimmed: object = (
+                tuple((n in self.highlighted, kept.get(n)) for n in names) if self._filtered else ()
+            )
+        else:
+            source: Sequence[object] = self._group_codes if layout.zoom is Zoom.GROUP else self._node_codes
+            codes = tuple(source[items.start : items.stop])
+            at = self._line_of_selected(layout)
+            selected = at - items.start if at is not None and at in items else -1
+            dimmed = tuple(self._item_dims(items, layout)) if self._filtered else ()
+        return (codes, selected, dimmed, self.size.width, layout)
+
+    def _line_of_selected(self, layout: MapLayout) -> int | None:
+        """The selected item: its node's index, or its group's."""
+        index = self._index.get(self.selected or "")
+        if index is None or layout.zoom is not Zoom.GROUP:
+            return index
+        return self._group_of[index] if index < len(self._group_of) else None
+
+    def _item_dims(self, items: range, layout: MapLayout) -> list[bool]:
+        if not self._filtered:
+            return [False] * len(items)
+        names, kept = self._names, self.highlighted
+        if layout.zoom is Zoom.GROUP:
+            groups = self._groups or []
+            return [all(names[m] not in kept for m in groups[at].members) for at in items]
+        return [names[at] not in kept for at in items]
 
     def _refresh_changed_lines(self) -> None:
         """Repaint only the lines whose cells changed since they were last drawn."""
@@ -344,11 +458,14 @@ class ClusterMap(Widget, can_focus=True):
         self._cell_styles()  # a new theme drops every cached line
         layout = self._current_layout()
         width = self.size.width
-        for line in range(layout.rows):
-            cached = self._lines.get(line)
-            if cached is None or cached[0] != self._signature(line, layout):
-                self._lines.pop(line, None)
-                self.refresh(Region(0, line, width, 1))
+        top = self._top
+        for y in range(min(layout.window, layout.lines - top)):
+            cached = self._lines.get(top + y)
+            if cached is None or cached[0] != self._signature(top + y, layout):
+                self._lines.pop(top + y, None)
+                self.refresh(Region(0, y, width, 1))
+        if has_zoom_line(layout):
+            self.refresh(Region(0, layout.window, width, 1))
 
     def get_line_filters(self) -> Sequence[LineFilter]:
         # The map is some 200 segments a line: converting each, as Textual's ANSI filter does, was a third
@@ -364,21 +481,31 @@ class ClusterMap(Widget, can_focus=True):
         styles = self._cell_styles()
         layout = self._current_layout()
         width = self.size.width
-        if y == layout.rows:
+        zoom_line = has_zoom_line(layout)
+        if zoom_line and y == layout.window:
+            return line_strip(self._zoom_line(styles, layout), width, styles.palette.empty)
+        if y == layout.window + zoom_line:
             return line_strip(self._legend(styles, layout), width, styles.palette.empty)
-        if self._view is None or y > layout.rows:
+        line = y + self._top
+        if self._view is None or y > layout.window or line >= layout.lines:
             return line_strip([], width, styles.palette.empty)
-        signature = self._signature(y, layout)
-        cached = self._lines.get(y)
+        signature = self._signature(line, layout)
+        cached = self._lines.get(line)
         if cached is not None and cached[0] == signature:
             return cached[1]
-        strip = self._build_line(y, layout, styles)
-        self._lines[y] = (signature, strip)
+        if layout.zoom is Zoom.GPU:
+            strip = self._build_gpu_line(line, layout, styles)
+        elif layout.zoom is Zoom.NODE:
+            strip = self._build_node_line(line, layout, styles)
+        else:
+            strip = self._build_group_line(line, layout, styles)
+        self._lines[line] = (signature, strip)
         return strip
 
-    def _build_line(self, line: int, layout: MapLayout, styles: CellStyles) -> Strip:
+    def _build_gpu_line(self, line: int, layout: MapLayout, styles: CellStyles) -> Strip:
         palette = styles.palette
-        names = self._line_names(line, layout)
+        items = self._line_items(line, layout)
+        names = self._names[items.start : items.stop]
         segments: list[Segment] = [
             Segment((names[0] if names else "").ljust(layout.label_width), palette.dim)
         ]
@@ -396,104 +523,116 @@ class ClusterMap(Widget, can_focus=True):
             codes = self._codes(name)
             dims = self._dims(name, len(codes))
             if layout.compact:
-                self._compact_cells(segments, codes, styles, dims)
+                columns = (len(codes) + 1) // 2
+                # a character holds two GPUs: it stays lit if either is kept
+                lit = [
+                    dims[c] and (dims[c + columns] if c + columns < len(dims) else True)
+                    for c in range(columns)
+                ]
+                stacked_cells(segments, codes[:columns], codes[columns:], styles, lit)
             else:
-                self._wide_cells(segments, codes, styles, dims, layout.cell_width)
+                wide_cells(segments, codes, styles, dims, layout.cell_width)
         if after_selected:
             segments.append(Segment(RIGHT_BRACKET, palette.selection))
         return line_strip(segments, self.size.width, palette.empty)
 
-    @staticmethod
-    def _wide_cells(
-        segments: list[Segment], codes: Codes, styles: CellStyles, dims: tuple[bool, ...], width: int
-    ) -> None:
-        run = (codes[0], dims[0])
-        run_length = 0
-        for cell_key in (*zip(codes, dims, strict=True), (-1, False)):  # -1 flushes the last run
-            if cell_key == run:
-                run_length += 1
-                continue
-            run_code, run_dimmed = run
-            style, glyph = (styles.dimmed if run_dimmed else styles.plain)[run_code]
-            # a state glyph fills its cell; "!" marks the left of a heat-coloured cell
-            cell = glyph * width if glyph not in " !z" else glyph.ljust(width)
-            segments.append(Segment(cell * run_length, style))
-            run, run_length = cell_key, 1
+    def _build_node_line(self, line: int, layout: MapLayout, styles: CellStyles) -> Strip:
+        """A character per node, or two rows of nodes stacked; the selected node's character a diamond."""
+        palette = styles.palette
+        items = self._line_items(line, layout)
+        per_row = layout.nodes_per_row
+        codes = self._node_codes
+        dims = self._item_dims(items, layout)
+        segments = [Segment(self._names[items.start].ljust(layout.label_width), palette.dim)]
+        top = codes[items.start : min(items.start + per_row, items.stop)]
+        bottom = codes[items.start + per_row : items.stop] if layout.compact else []
+        lit = [
+            dims[c] and (dims[c + per_row] if c + per_row < len(dims) else True)
+            if layout.compact
+            else dims[c]
+            for c in range(len(top))
+        ]
+        at = self._line_of_selected(layout)
+        column = (at - items.start) % per_row if at is not None and at in items else None
+        spans = [(0, len(top))] if column is None else [(0, column), (column + 1, len(top))]
+        for number, (start, stop) in enumerate(spans):
+            if number == 1 and at is not None:
+                segments.append(selected_cell(styles, codes[at]))
+            if layout.compact:
+                stacked_cells(segments, top[start:stop], bottom[start:stop], styles, lit[start:stop])
+            else:
+                wide_cells(segments, tuple(top[start:stop]), styles, lit[start:stop], 1)
+        return line_strip(segments, self.size.width, palette.empty)
 
-    @staticmethod
-    def _compact_cells(
-        segments: list[Segment], codes: Codes, styles: CellStyles, dims: tuple[bool, ...]
-    ) -> None:
-        columns = (len(codes) + 1) // 2
-        run_style: Style | None = None
-        run_length = 0
-        for column in range(columns):
-            top = codes[column]
-            below = column + columns
-            bottom = codes[below] if below < len(codes) else EMPTY
-            # a character holds two GPUs: it stays lit if either is kept
-            dimmed = dims[column] and (dims[below] if below < len(dims) else True)
-            if top >= HEAT_STEPS or bottom >= HEAT_STEPS:
-                marked = _marked(top, bottom)
-                if marked is not None:
-                    # colour is never the only signal: a state or flag of either GPU shows its glyph
-                    if run_style is not None:
-                        segments.append(Segment(UPPER_HALF * run_length, run_style))
-                        run_style, run_length = None, 0
-                    style, glyph = (styles.dimmed if dimmed else styles.plain)[marked]
-                    segments.append(Segment(glyph, style))
-                    continue
-            style = styles.half(top, bottom, dimmed)
-            if style is run_style:
-                run_length += 1
-                continue
-            if run_style is not None:
-                segments.append(Segment(UPPER_HALF * run_length, run_style))
-            run_style, run_length = style, 1
-        if run_style is not None:
-            segments.append(Segment(UPPER_HALF * run_length, run_style))
+    def _build_group_line(self, line: int, layout: MapLayout, styles: CellStyles) -> Strip:
+        palette = styles.palette
+        items = self._line_items(line, layout)
+        groups = self._groups or []
+        label = safe_line(groups[items.start].name)[:MAX_GROUP_LABEL] if items else ""
+        segments = [Segment(label.ljust(layout.label_width), palette.dim)]
+        dims = self._item_dims(items, layout)
+        selected = self._line_of_selected(layout)
+        after_selected = False
+        for number, at in enumerate(items):
+            if at == selected:
+                segments.append(Segment(LEFT_BRACKET, palette.selection))
+            elif after_selected:
+                segments.append(Segment(RIGHT_BRACKET, palette.selection))
+            else:
+                segments.append(Segment(" ", palette.empty))
+            after_selected = at == selected
+            dimmed = dims[number]
+            wide_cells(segments, self._group_codes[at], styles, (dimmed, dimmed), 1)
+        if after_selected:
+            segments.append(Segment(RIGHT_BRACKET, palette.selection))
+        return line_strip(segments, self.size.width, palette.empty)
+
+    def _zoom_line(self, styles: CellStyles, layout: MapLayout) -> list[Segment]:
+        """What a cell stands for, what is selected, where the window is, and the keys."""
+        palette = styles.palette
+        what = {
+            Zoom.GPU: "a cell per GPU",
+            Zoom.NODE: "a cell per node",
+            Zoom.GROUP: f"a cell per {self.group_by}",
+        }
+        parts = [what[layout.zoom]]
+        if layout.zoom is not Zoom.GPU:
+            parts.append(f"{self.reduce} of its {'GPUs' if layout.zoom is Zoom.NODE else 'nodes'}")
+        described = self._describe_selected(layout)
+        if described:
+            parts.append(described)
+        if layout.windowed:
+            parts.append(f"lines {self._top + 1}-{self._top + layout.window} of {layout.lines}")
+        keys = "[+/-] zoom [w] worst/mean" + (" [b] partition/rack" if self.rack_pattern is not None else "")
+        return [Segment(" \u00b7 ".join(parts) + "  ", palette.text), Segment(keys, palette.dim)]
+
+    def _describe_selected(self, layout: MapLayout) -> str:
+        index = self._index.get(self.selected or "")
+        if index is None:
+            return ""
+        if layout.zoom is Zoom.GROUP and self._groups is not None and index < len(self._group_of):
+            group = self._groups[self._group_of[index]]
+            codes = [self._node_codes[m] for m in group.members] if self._node_codes else []
+            counts = [
+                (sum(c == DOWN for c in codes), "down"),
+                (sum(CRIT_FLAG <= c < IDLE_FLAG for c in codes), "critical"),
+                (sum(c in (MISSING, STALE) for c in codes), "stale or missing GPUs"),
+            ]
+            said = ", ".join(f"{n} {word}" for n, word in counts if n)
+            named = f"{self.group_by} {safe_line(group.name)[:40]}"
+            return f"{named}: {len(group.members)} nodes" + (f", {said}" if said else "")
+        if layout.zoom is Zoom.NODE and index < len(self._node_codes):
+            return f"{self.selected}: {_CODE_WORDS.get(self._node_codes[index], 'ok')}"
+        return str(self.selected)
 
     def _legend(self, styles: CellStyles, layout: MapLayout) -> list[Segment]:
-        """The metric's scale and every glyph with its meaning; on a narrow map, the short words, so that
-        no glyph falls off the end."""
-        for short in (False, True):
-            segments = self._legend_segments(styles, short)
-            if sum(len(segment.text) for segment in segments) <= self.size.width:
-                break
-        return segments
-
-    def _legend_segments(self, styles: CellStyles, short: bool) -> list[Segment]:
-        palette = styles.palette
+        prefix: list[Segment] = []
+        if layout.zoom is Zoom.NODE and not has_zoom_line(layout):
+            prefix = [
+                Segment(f"a cell per node, {self.reduce} of its GPUs [+/-/w] \u00b7 ", styles.palette.dim)
+            ]
         scale = self.scales[self.metric]
-        label = self.metric.label.capitalize()
-        segments = [Segment(f"{label[:4] if short else label}: ", palette.text)]
-        marks = dict(scale.legend(self.metric))
-        for step, style in enumerate(palette.heat_bg):
-            text = marks.get(step)
-            if text is None:
-                segments.append(Segment("  ", style))
-            else:
-                segments.append(Segment(text if short else f" {text} ", style))
-        gap = " " if short else "  "
-        segments.append(Segment(gap, palette.empty))
-        meanings = (
-            (styles.plain[DOWN], "down"),
-            (styles.plain[STALE], "stale"),
-            (styles.plain[MISSING], "missing" if not short else "miss"),
-            (styles.plain[MIG_NA], "MIG/n/a" if not short else "MIG"),
-            *(
-                ((styles.plain[NOT_EXPORTED], "not exported" if not short else "n/e"),)
-                if self._unexported
-                else ()
-            ),
-            ((palette.heat_bg[-1], "!"), "critical" if not short else "crit"),
-            ((palette.heat_bg[0], "z"), "idle in a job" if not short else "idle"),
-        )
-        for (style, glyph), meaning in meanings:
-            segments.append(Segment(glyph, style))
-            segments.append(Segment(f"{'' if short else ' '}{meaning}{gap}", palette.dim))
-        segments.append(Segment("[m] metric" if not short else "[m]", palette.dim))
-        return segments
+        return legend(styles, self.metric, scale, self._unexported, self.size.width, prefix)
 
     # -- input ------------------------------------------------------------------------------------------
     def action_move(self, dx: int, dy: int) -> None:
@@ -501,12 +640,20 @@ class ClusterMap(Widget, can_focus=True):
             return
         layout = self._current_layout()
         index = self._index.get(self.selected or "", 0)
-        index = max(0, min(len(self._names) - 1, index + dx + dy * layout.nodes_per_row))
-        self.selected = self._names[index]
+        if layout.zoom is Zoom.GROUP and self._groups:
+            at = self._group_of[index] if index < len(self._group_of) else 0
+            at = max(0, min(len(self._groups) - 1, at + dx + dy * layout.nodes_per_row))
+            self.selected = self._names[self._groups[at].members[0]]
+        else:
+            index = max(0, min(len(self._names) - 1, index + dx + dy * layout.nodes_per_row))
+            self.selected = self._names[index]
         self.post_message(NodeSelected(self.selected))
 
     def action_open(self) -> None:
-        if self.selected:
+        """Enter: at group zoom, into the selected group; else the selected node's screen."""
+        if self._current_layout().zoom is Zoom.GROUP:
+            self.action_zoom(-1)
+        elif self.selected:
             self.post_message(NodeOpened(self.selected))
 
     def on_click(self, event: events.Click) -> None:
@@ -516,9 +663,20 @@ class ClusterMap(Widget, can_focus=True):
         self.selected = name
         self.post_message(NodeSelected(name))
         if event.chain >= 2:
-            self.post_message(NodeOpened(name))
+            self.action_open()
 
     def select(self, name: str) -> None:
         """Select a node without announcing it (the table already knows)."""
         if name in self._index and name != self.selected:
             self.selected = name
+
+
+_CODE_WORDS = {
+    DOWN: "down",
+    MISSING: "a GPU missing",
+    STALE: "stale",
+    MIG_NA: "MIG",
+    NOT_EXPORTED: "not exported",
+    **{CRIT_FLAG + step: "critical" for step in range(10)},
+    **{IDLE_FLAG + step: "a GPU idle in a job" for step in range(10)},
+}

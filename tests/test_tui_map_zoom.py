@@ -1,0 +1,87 @@
+"""The map zooms as a user drives it: a cell per node where GPUs do not fit, a cell per rack or partition
+with '-', back in with '+' or Enter to a window that follows the selection, worst or mean with 'w'."""
+
+from __future__ import annotations
+
+from gputop.core.heatmap import STALE
+from gputop.core.map_zoom import Zoom
+from gputop.tui.widgets.cluster_map import ClusterMap
+from gputop.tui.widgets.node_table import NodeTable
+from tests.test_tui import incident_node, map_lines
+from tests.tui_helpers import demo_app, wait_for_data
+
+
+async def test_zoom_out_to_racks_and_partitions_and_back_in_following_the_selection() -> None:
+    app = demo_app(nodes=1000)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for_data(pilot)
+        node_map = app.screen.query_one(ClusterMap)
+        table = app.screen.query_one(NodeTable)
+        # 8,000 GPUs do not fit 120x40 a cell each: a cell per node, whole, a diamond on the selection
+        layout = node_map.map_layout
+        assert layout.zoom is Zoom.NODE and not layout.windowed
+        lines = map_lines(node_map)
+        assert sum("\u25c6" in line for line in lines) == 1
+        assert "a cell per node, worst of its GPUs" in lines[-1]
+        silent = incident_node(app, "unresponsive")
+
+        await pilot.press("minus")
+        layout = node_map.map_layout
+        assert layout.zoom is Zoom.GROUP
+        lines = map_lines(node_map)
+        zoom_line = lines[layout.window]
+        assert "a cell per rack" in zoom_line and "10 nodes" in zoom_line, zoom_line
+        assert node_map.size.height == layout.window + 2
+
+        await pilot.press("w")
+        assert "mean of its nodes" in map_lines(node_map)[layout.window]
+        await pilot.press("b")
+        layout = node_map.map_layout
+        zoom_line = map_lines(node_map)[layout.window]
+        assert "a cell per partition" in zoom_line and "partition " in zoom_line, zoom_line
+
+        # Enter zooms into the selected group: a cell per node again (the zoom that fits follows the screen)
+        node_map.focus()
+        await pilot.press("enter")
+        assert node_map.map_layout.zoom is Zoom.NODE and node_map.zoom is None
+
+        # finer than fits: GPUs in a window that holds the selection, and follows it as the table moves
+        await pilot.press("plus")
+        layout = node_map.map_layout
+        assert layout.zoom is Zoom.GPU and layout.windowed
+        table.focus()
+        for key in ("G", "g", "j", "down"):
+            await pilot.press(key)
+            name = table.cursor_name
+            assert name is not None and node_map.selected == name
+            line = layout.line_of(node_map._index[name])
+            assert node_map._top <= line < node_map._top + layout.window, (name, line, node_map._top)
+            shown = map_lines(node_map)
+            row = shown[line - node_map._top]
+            assert "\u2590" in row, f"{name}'s line shows no bracket: {row!r}"
+            assert f"lines {node_map._top + 1}-" in shown[layout.window]
+        node_map.select(silent)
+        await pilot.pause()
+        # the silent node is drawn as stale at every zoom
+        assert set(app.view.cells[silent]) == {STALE}  # type: ignore[union-attr]
+        assert "\u00b7" in map_lines(node_map)[layout.line_of(node_map._index[silent]) - node_map._top]
+
+        # back out: the zoom that fits again follows the screen
+        await pilot.press("minus")
+        assert node_map.map_layout.zoom is Zoom.NODE and node_map.zoom is None
+
+
+async def test_a_group_cell_keeps_a_silent_node_in_sight() -> None:
+    app = demo_app(nodes=1000)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for_data(pilot)
+        node_map = app.screen.query_one(ClusterMap)
+        silent = incident_node(app, "unresponsive")
+        await pilot.press("minus")
+        rack = node_map._groups[node_map._group_of[node_map._index[silent]]]  # type: ignore[index]
+        at = node_map._groups.index(rack)  # type: ignore[union-attr]
+        state, heat = node_map._group_codes[at]
+        assert state == STALE and heat < 10  # its state, beside the heat of the rack's other nodes
+        layout = node_map.map_layout
+        line = map_lines(node_map)[layout.line_of(at)]
+        assert "\u00b7" in line
