@@ -252,7 +252,7 @@ def test_env_file_is_read_when_no_flag(tmp_path: Path) -> None:
 def test_demo_nodes_zero(tmp_path: Path) -> None:
     result = gputop(tmp_path, "--demo", "--demo-nodes", "0")
     lines = assert_clean_failure(result)
-    assert lines == ["gputop: --demo-nodes 0: must be between 1 and 5000"]
+    assert lines == ["gputop: --demo-nodes 0: must be between 1 and 10000"]
 
 
 def test_demo_unknown_gpu(tmp_path: Path) -> None:
