@@ -385,3 +385,16 @@ def test_only_the_core_works_out_cell_codes() -> None:
         and "cell_codes" in (getattr(found, "id", None), getattr(found, "attr", None))
     }
     assert callers and all(c.startswith("core/") for c in callers), callers
+
+
+def test_a_cell_takes_the_step_its_scale_gives_at_every_value_boundaries_included() -> None:
+    from gputop.core.heatmap import cell_codes
+
+    scale = HeatScale(low=0.0, warn=100.0)
+    odd_scale = HeatScale(low=17.5, warn=83.0)
+    values = [v / 4 for v in range(-8, 420)] + [1e-9, 99.999999, 100.0, 17.5, 83.0, 82.99999]
+    for scale_used in (scale, odd_scale):
+        for value in values:
+            one = node("n1", gpus=(gpu(0, util=value),), expected_gpu_count=1)
+            codes = cell_codes(one, (), Metric.UTIL, scale_used)
+            assert codes == (scale_used.step(value),), value

@@ -52,7 +52,9 @@ def cell_codes(
     unread = NA
     if node.not_exported and not node.not_exported.isdisjoint(metric.fields):
         unread = NOT_EXPORTED
-    step = scale.step
+    # HeatScale.step inlined, the same arithmetic in the same order (a tick at 10,000 nodes does 80,000)
+    low, warn = scale.low, scale.warn
+    span = warn - low
     rule_kind = metric.rule_kind
     flagged: set[int | None] | None = None
     if rule_kind is not None:
@@ -65,7 +67,14 @@ def cell_codes(
         if value is None:
             codes[index] = MIG_NA if gpu.mig_enabled else unread
             continue
-        heat = step(value)
+        if value >= warn:
+            heat = _TOP_STEP
+        elif value <= low:
+            heat = 0
+        else:
+            heat = int((value - low) / span * _TOP_STEP)
+            if heat > _TOP_STEP - 1:
+                heat = _TOP_STEP - 1
         if flagged is not None:
             heat = _TOP_STEP if index in flagged else min(heat, _TOP_STEP - 1)
         flag = CRIT_FLAG if index in crit_gpus else IDLE_FLAG if index in idle_indices else 0

@@ -34,6 +34,7 @@ from gputop.tui.screens.dashboard import DashboardScreen
 from gputop.tui.stopping import Stopping
 from gputop.tui.strips import patch_strip_divide, patch_strip_render
 from gputop.tui.typed_keys import type_into
+from gputop.tui.view_release import ViewRelease
 from gputop.tui.widgets.cluster_map import ClusterMap
 from gputop.tui.widgets.node_table import NodeTable
 from gputop.tui.widgets.status_header import StatusHeader
@@ -136,6 +137,7 @@ class GputopApp(App[None]):
         self.poller.stage.history = self.policy.history
         self.recorder: Any = None
         self._said_bad_frames = False
+        self.view_release = ViewRelease()
         if settings.replay is not None:
             self.read_only = True
             for keys, action, words in REPLAY_KEYS:
@@ -241,7 +243,7 @@ class GputopApp(App[None]):
         self.post_message(ViewUpdated(view))
 
     def on_view_updated(self, message: ViewUpdated) -> None:
-        self.view = message.view
+        retired, self.view = self.view, message.view
         with self.batch_update():
             for screen in self._visible_screens():
                 apply = getattr(screen, "apply_view", None)
@@ -265,6 +267,8 @@ class GputopApp(App[None]):
         if not self._gc_frozen and self.settings.freeze_gc:
             self._gc_frozen = True
             self.call_after_refresh(self._freeze_gc)
+        # every widget holds the new view now: the old one is freed a slice at a time, not in this frame
+        self.view_release.retire(retired)
 
     def _visible_screens(self) -> list[Screen[object]]:
         """The screen on top and, under each modal one (help, the command palette, a dialog), the screen
@@ -478,6 +482,7 @@ class GputopApp(App[None]):
         )
 
     def on_unmount(self) -> None:
+        self.view_release.release_now()
         self.policy.close()
         if self.recorder is not None:
             self.recorder.close()
