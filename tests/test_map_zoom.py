@@ -55,15 +55,22 @@ def test_a_group_cell_shows_its_state_beside_the_heat_of_the_rest() -> None:
     assert reduce_group([DOWN, DOWN], W) == (DOWN, DOWN)
 
 
-def test_node_cells_are_redone_only_for_new_tuples() -> None:
-    cells = NodeCells()
-    a, b = (1, 2), (3, 9)
-    assert cells.of({"n1": a, "n2": b}, ["n1", "n2"], W) == [2, 9]
-    # a tuple whose identity is kept is not reduced again (its memo answers, even if poisoned)
-    cells._memo["n1"] = (a, 7)
-    assert cells.of({"n1": a, "n2": b}, ["n1", "n2"], W) == [7, 9]
-    assert cells.of({"n1": tuple([1, 2]), "n2": b}, ["n1", "n2"], W) == [2, 9]  # a new tuple
-    assert cells.of({"n1": a, "n2": b}, ["n1", "n2", "n3"], M) == [2, 6, EMPTY]
+def test_node_cells_are_each_nodes_reduced_codes_plain_or_not() -> None:
+    cells = {
+        "plain": (1, 2, 9, 0),
+        "down": (DOWN, DOWN),
+        "crit": (3, CRIT_FLAG + 1, 2),
+        "idle": (IDLE_FLAG + 2, 4),
+        "stale": (STALE, 5),
+        "missing": (7, MISSING),
+        "mig": (MIG_NA, 2),
+        "unexported": (NOT_EXPORTED, NOT_EXPORTED),
+    }
+    names = [*cells, "absent"]
+    for how in (W, M):
+        expected = [reduce_codes(cells[name], how) for name in cells] + [EMPTY]
+        assert NodeCells().of(cells, names, how) == expected
+    assert NodeCells().of(cells, ["plain", "crit", "idle"], W) == [9, CRIT_FLAG + 3, IDLE_FLAG + 4]
 
 
 def test_groups_by_partition_and_by_rack_pattern() -> None:

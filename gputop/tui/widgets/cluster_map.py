@@ -157,10 +157,9 @@ class ClusterMap(Widget, can_focus=True):
     # -- data in ----------------------------------------------------------------------------------------
     def apply_view(self, view: ClusterView) -> None:
         nodes = view.snapshot.nodes
-        if len(nodes) != len(self._names) or any(
-            n.name != m for n, m in zip(nodes, self._names, strict=True)
-        ):
-            self._names = [n.name for n in nodes]
+        names = [n.name for n in nodes]
+        if names != self._names:  # compared in C: a tick at 10,000 nodes asks this
+            self._names = names
             self._index = {name: i for i, name in enumerate(self._names)}
             self._gpus_per_node = (
                 max(

@@ -65,6 +65,9 @@ def table_bindings(noun: str, open_description: str) -> list[BindingType]:
     ]
 
 
+_UNKNOWN = object()
+
+
 class VirtualTable(ScrollView, can_focus=True):
     COLUMNS: ClassVar[Sequence[Column]] = ()
     DROP_ORDER: ClassVar[Sequence[str]] = ()  # columns dropped first on a narrow terminal
@@ -85,6 +88,10 @@ class VirtualTable(ScrollView, can_focus=True):
         self.cursor_name: str | None = None
         self.marked: frozenset[str] = frozenset()
         self._rows: Mapping[str, Any] = {}
+        # each row's value by the sort column, as the last keyed check left it (key -> value): a changed
+        # row is then compared with its last value, one sort-key call, not two
+        self._sort_values: dict[str, Any] = {}
+        self._sort_values_column: str | None = None
         self._row_index_cache: dict[str, int] | None = {}
         self._key_width = self.COLUMNS[0].width
         self._lines: dict[int, Strip] = {}
@@ -136,12 +143,16 @@ class VirtualTable(ScrollView, can_focus=True):
         by definition) and the table can place new rows itself (`position_key`); None when the whole table
         must be sorted again."""
         if not self.order:
+            self._sort_values.clear()
             return None
         column = self._columns_by_key[self.sort_column]
         row_filter = self.row_filter
         added: list[str] = []
         # the plain test inlined when no subclass has its own: 10,000 changed rows a tick call it each
         sort_key = column.sort_key if type(self).keeps_place is VirtualTable.keeps_place else None
+        if self._sort_values_column != column.key:
+            self._sort_values, self._sort_values_column = {}, column.key
+        values = self._sort_values
         for key, row in new.items():
             before = old.get(key)
             if before is row:
@@ -150,14 +161,21 @@ class VirtualTable(ScrollView, can_focus=True):
                 added.append(key)
                 continue
             if sort_key is not None:
-                if sort_key(before) != sort_key(row):
+                value = sort_key(row)
+                last = values.get(key, _UNKNOWN)
+                if (sort_key(before) if last is _UNKNOWN else last) != value:
+                    values.clear()  # values of rows not reached yet may be older than their rows
                     return None
+                values[key] = value
             elif not self.keeps_place(before, row, column):
                 return None
             if row_filter is not None and row_filter(before) != row_filter(row):
+                values.clear()
                 return None
         kept = len(new) - len(added)
         removed = [key for key in old if key not in new] if kept != len(old) else []
+        for key in removed:
+            values.pop(key, None)
         if not added and not removed:
             return [], [], None
         if len(added) + len(removed) > max(KEYED_CHANGES_MIN, len(new) // 20):
