@@ -174,8 +174,15 @@ class ViewStage:
         yield
         store = self.store()
         if store is not None:
+            from gputop.core.history_store import gather_steps  # with numpy, once the store exists
+
+            gathered = yield from gather_steps(snapshot.nodes)
             store.append(
-                snapshot.taken_at_s, snapshot.nodes, rows, self.interval_s if span_s is None else span_s
+                snapshot.taken_at_s,
+                snapshot.nodes,
+                rows,
+                self.interval_s if span_s is None else span_s,
+                gathered=gathered,
             )
             yield
         now_s = snapshot.taken_at_s
