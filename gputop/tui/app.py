@@ -243,6 +243,8 @@ class GputopApp(App[None]):
         self.post_message(ViewUpdated(view))
 
     def on_view_updated(self, message: ViewUpdated) -> None:
+        if not self.is_running:
+            return  # shutting down: its screens are being taken apart, widgets first
         retired, self.view = self.view, message.view
         with self.batch_update():
             for screen in self._visible_screens():
@@ -251,7 +253,7 @@ class GputopApp(App[None]):
                 # it is. Nor is a view for a screen no longer in the DOM, or for any once the app is
                 # exiting and taking its screens apart (a tick landing then found a MIG dialog without
                 # its widgets).
-                if apply is not None and screen.is_mounted and screen.is_attached:
+                if apply is not None and screen.is_mounted and screen.is_attached and screen.is_running:
                     apply(message.view)
         self._announce_source_problems(message.view)
         self._announce_new_crit(message.view)
