@@ -21,6 +21,7 @@ from gputop.core.jobs import (
     JobRow,
     job_id_key,
     job_rows,
+    job_rows_steps,
     sort_job_rows,
 )
 from gputop.core.models import ClusterSnapshot, GpuSample, NodeSample, Reachability, SlurmJob, SlurmState
@@ -559,3 +560,19 @@ def test_the_queue_takes_each_jobs_mean_utilization_from_the_idle_tracker_unchan
     for job_id, row in with_tracker.items():
         assert row.util_mean_pct == on_their_own[job_id].util_mean_pct, job_id
     assert sum(row.util_mean_pct is not None for row in with_tracker.values()) == len(idle.util_by_job)
+
+
+def test_job_rows_in_slices_are_the_rows_worked_out_at_once() -> None:
+    snapshot, state = _queue()
+    steps = job_rows_steps(snapshot, state, None, jobs_per_slice=2)
+    slices = 0
+    while True:
+        try:
+            next(steps)
+            slices += 1
+        except StopIteration as done:
+            sliced = done.value
+            break
+    jobs = len(snapshot.slurm.jobs)  # type: ignore[union-attr]
+    assert slices == jobs // 2
+    assert sliced == job_rows(snapshot, state)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import operator
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Generator, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -112,6 +112,9 @@ def _search_text(job: SlurmJob) -> str:
     return " ".join((job.job_id, job.name, job.user, job.partition, job.pending_reason or "")).lower()
 
 
+JOBS_PER_SLICE = 1000  # a few milliseconds: the view stage yields between slices
+
+
 def job_rows(
     snapshot: ClusterSnapshot,
     idle: IdleState | None = None,
@@ -123,6 +126,21 @@ def job_rows(
 
     A running job's elapsed time moves with the snapshot's time, so its row is new every tick; a pending
     job's row stays the same object until Slurm changes it."""
+    steps = job_rows_steps(snapshot, idle, previous)
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+
+
+def job_rows_steps(
+    snapshot: ClusterSnapshot,
+    idle: IdleState | None = None,
+    previous: Mapping[str, JobRow] | None = None,
+    jobs_per_slice: int = JOBS_PER_SLICE,
+) -> Generator[None, None, dict[str, JobRow]]:
+    """`job_rows`, yielding after each ``jobs_per_slice`` jobs (a 10,000-node queue took some 60 ms)."""
     slurm = snapshot.slurm
     if slurm is None:
         return {}
@@ -137,7 +155,9 @@ def job_rows(
     slurm_age = max(0.0, now - slurm.sampled_at_s) if slurm.sampled_at_s is not None else 0.0
     ok = Reachability.OK
     rows: dict[str, JobRow] = {}
-    for job in slurm.jobs:
+    for count, job in enumerate(slurm.jobs, 1):
+        if count % jobs_per_slice == 0:
+            yield
         job_id = job.job_id
         old = old_rows.get(job_id)
         same = old is not None and (old.job is job or old.job == job)

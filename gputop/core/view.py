@@ -25,7 +25,7 @@ from gputop.core.heatmap import CellCodes, cell_codes
 from gputop.core.ib_flaps import IbFlapTracker
 from gputop.core.idle import IdleTracker
 from gputop.core.interconnect_deviations import InterconnectTracker
-from gputop.core.jobs import job_rows
+from gputop.core.jobs import job_rows_steps
 from gputop.core.metrics import Metric, heat_scales
 from gputop.core.models import ClusterSnapshot
 from gputop.core.node_timeline import NodeTimeline
@@ -170,7 +170,7 @@ class ViewStage:
                     cells[node.name] = cell_codes(node, row.problems, metric, scale, row.idle_gpu_indices)
             rows.update(chunk_rows)
             yield
-        jobs = job_rows(snapshot, idle, previous.jobs if previous is not None else None)
+        jobs = yield from job_rows_steps(snapshot, idle, previous.jobs if previous is not None else None)
         yield
         store = self.store()
         if store is not None:
