@@ -10,13 +10,13 @@ from gputop.core.map_zoom import (
     NO_PARTITION,
     OTHER_GROUP,
     MapLayout,
-    NodeCells,
     Reduce,
     Zoom,
     choose_layout,
     groups_by_partition,
     groups_by_pattern,
     has_zoom_line,
+    node_cells,
     reduce_codes,
     reduce_group,
     window_top,
@@ -69,8 +69,8 @@ def test_node_cells_are_each_nodes_reduced_codes_plain_or_not() -> None:
     names = [*cells, "absent"]
     for how in (W, M):
         expected = [reduce_codes(cells[name], how) for name in cells] + [EMPTY]
-        assert NodeCells().of(cells, names, how) == expected
-    assert NodeCells().of(cells, ["plain", "crit", "idle"], W) == [9, CRIT_FLAG + 3, IDLE_FLAG + 4]
+        assert node_cells(cells, names, how) == expected
+    assert node_cells(cells, ["plain", "crit", "idle"], W) == [9, CRIT_FLAG + 3, IDLE_FLAG + 4]
 
 
 def test_groups_by_partition_and_by_rack_pattern() -> None:

@@ -110,23 +110,21 @@ def reduce_group(codes: Sequence[int], how: Reduce) -> tuple[int, int]:
     return first, second
 
 
-class NodeCells:
-    """Each node's one cell. Most nodes' GPUs are plain readings, whose worst is their highest code:
-    `max` over every node's tuple runs in C, and only a node with a state or a mark (a code past the heat
-    steps) goes through `reduce_codes`; at 10,000 nodes that is a millisecond, where a memo of each node's
-    last tuple cost more than it saved (a tick brings new tuples for most nodes)."""
-
-    def of(self, cells: Mapping[str, CellCodes], names: Sequence[str], how: Reduce) -> list[int]:
-        empty: CellCodes = (EMPTY,)
-        get = cells.get
-        codes = [get(name) or empty for name in names]
-        if how is not Reduce.WORST:
-            return [reduce_codes(node_codes, how) for node_codes in codes]
-        out = list(map(max, codes))
-        for at, top in enumerate(out):
-            if top >= HEAT_STEPS:
-                out[at] = reduce_codes(codes[at], how)
-        return out
+def node_cells(cells: Mapping[str, CellCodes], names: Sequence[str], how: Reduce) -> list[int]:
+    """Each node's one cell, in ``names``' order. Most nodes' GPUs are plain readings, whose worst is
+    their highest code: `max` over every node's tuple runs in C, and only a node with a state or a mark (a
+    code past the heat steps) goes through `reduce_codes`; at 10,000 nodes that is a millisecond, where a
+    memo of each node's last tuple cost more than it saved (a tick brings new tuples for most nodes)."""
+    empty: CellCodes = (EMPTY,)
+    get = cells.get
+    codes = [get(name) or empty for name in names]
+    if how is not Reduce.WORST:
+        return [reduce_codes(node_codes, how) for node_codes in codes]
+    out = list(map(max, codes))
+    for at, top in enumerate(out):
+        if top >= HEAT_STEPS:
+            out[at] = reduce_codes(codes[at], how)
+    return out
 
 
 @dataclass(frozen=True, slots=True)

@@ -42,13 +42,13 @@ from gputop.core.map_zoom import (
     Group,
     GroupBy,
     MapLayout,
-    NodeCells,
     Reduce,
     Zoom,
     choose_layout,
     groups_by_partition,
     groups_by_pattern,
     has_zoom_line,
+    node_cells,
     reduce_group,
     window_top,
 )
@@ -147,7 +147,6 @@ class ClusterMap(Widget, can_focus=True):
         self.reduce = Reduce.WORST
         self.group_by = GroupBy.RACK if self.rack_pattern is not None else GroupBy.PARTITION
         self._top = 0  # first line shown when the map is windowed
-        self._node_cells = NodeCells()
         self._node_codes: list[int] = []  # per node, in map order (node and group zoom)
         self._groups: list[Group] | None = None  # None: nothing to group by
         self._group_of: list[int] = []  # node index -> group index
@@ -248,7 +247,7 @@ class ClusterMap(Widget, can_focus=True):
         zoom = self._current_layout().zoom if self.is_mounted else Zoom.GPU
         if zoom is Zoom.GPU:
             return
-        self._node_codes = self._node_cells.of(self._cells, self._names, self.reduce)
+        self._node_codes = node_cells(self._cells, self._names, self.reduce)
         if zoom is Zoom.GROUP and self._groups is not None:
             codes = self._node_codes
             self._group_codes = [
