@@ -1,15 +1,22 @@
 """Each GPU of a node as a small integer for the cluster map: a heat step of the chosen metric, or a state.
 
-Computed once per node per tick (by the poller, a slice at a time), so the map only looks codes up.
+Computed once per node per tick (by the view stage), so the map only looks codes up. `cell_codes` is the
+one definition of a node's codes; `cells_of` gives many nodes' at once (with numpy from a few hundred
+nodes, `gputop.core.cell_columns`, which gives the same codes faster).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from operator import attrgetter
+from typing import TYPE_CHECKING
 
 from gputop.core.health import Problem
 from gputop.core.metrics import HEAT_STEPS, HeatScale, Metric
 from gputop.core.models import NodeSample, Reachability, Severity
+
+if TYPE_CHECKING:
+    from gputop.core.summary import NodeRow
 
 # 0..9 are heat steps; CRIT_FLAG + step marks a GPU with a critical problem, IDLE_FLAG + step one that a
 # job holds idle; 10..15 and NOT_EXPORTED are the states.
@@ -80,3 +87,23 @@ def cell_codes(
         flag = CRIT_FLAG if index in crit_gpus else IDLE_FLAG if index in idle_indices else 0
         codes[index] = heat + flag
     return tuple(codes)
+
+
+# From this many nodes the codes are worked out with numpy (`cell_columns`), below it node by node: a few
+# hundred nodes take a millisecond or two either way, and a small cluster need not load numpy for them.
+COLUMNS_FROM_NODES = 256
+
+
+def cells_of(
+    nodes: Sequence[NodeSample], rows: Mapping[str, NodeRow], metric: Metric, scale: HeatScale
+) -> dict[str, CellCodes]:
+    """`cell_codes` of every node in ``nodes`` that has a row in ``rows``, by name, in ``nodes``' order."""
+    if len(nodes) >= COLUMNS_FROM_NODES:
+        from gputop.core.cell_columns import all_cell_codes
+
+        return all_cell_codes(nodes, rows, metric, scale)
+    return {
+        node.name: cell_codes(node, row.problems, metric, scale, row.idle_gpu_indices)
+        for node in nodes
+        if (row := rows.get(node.name)) is not None
+    }

@@ -21,7 +21,7 @@ from gputop.core.counter_rates import GpuRates, NodeRates
 from gputop.core.event_history import NodeMemory
 from gputop.core.health import Problem, assess_node, idle_problems
 from gputop.core.health_tracker import GpuFlag, HealthFlags
-from gputop.core.heatmap import CellCodes, cell_codes
+from gputop.core.heatmap import CellCodes, cells_of
 from gputop.core.ib_flaps import IbFlaps, PortFlaps
 from gputop.core.idle import IdleGpu, IdleState
 from gputop.core.interconnect_deviations import Deviation, FleetInterconnect
@@ -152,13 +152,7 @@ class ClusterView:
             return self.cells
         done = self._more_cells.get(metric)
         if done is None:
-            scale = self.scales[metric]
-            rows = self.rows
-            done = {
-                node.name: cell_codes(node, row.problems, metric, scale, row.idle_gpu_indices)
-                for node in self.snapshot.nodes
-                if (row := rows.get(node.name)) is not None
-            }
+            done = cells_of(self.snapshot.nodes, self.rows, metric, self.scales[metric])
             self._more_cells[metric] = done
         return done
 

@@ -1,0 +1,127 @@
+"""The cluster map's cell codes of every node at once, with numpy: what `heatmap.cell_codes` gives node by
+node, for a whole snapshot.
+
+Why: switching the map's metric at 10,000 nodes asks for 80,000 cells; node by node in Python that is
+some 60-80 ms, which a key press waits for. Most nodes are plain (they answer, their GPUs are numbered
+0..n-1, no problem or idle mark, every field exported), and their codes are the heat steps of one column
+of readings: one pass in numpy. The rest (down, stale, problems, marks, gaps in the numbering) go through
+`cell_codes` itself, so there is one definition of a cell and this is only a faster road to it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from itertools import chain
+from operator import attrgetter, itemgetter
+from typing import TYPE_CHECKING
+
+import numpy as np
+import numpy.typing as npt
+
+from gputop.core.heatmap import MIG_NA, NA, CellCodes, cell_codes
+from gputop.core.metrics import HEAT_STEPS, HeatScale, Metric
+from gputop.core.models import GpuSample, NodeSample, Reachability
+
+if TYPE_CHECKING:
+    from gputop.core.summary import NodeRow
+
+_TOP_STEP = HEAT_STEPS - 1
+_INDEX = itemgetter(GpuSample._fields.index("index"))
+_MIG = attrgetter("mig_enabled")
+_OK = Reachability.OK
+
+# each metric as its fields: one read straight, or a percentage of two (`models.percent`'s arithmetic)
+_PART_OF: dict[Metric, tuple[str, str | None]] = {
+    Metric.UTIL: ("util_pct", None),
+    Metric.TEMP: ("temp_c", None),
+    Metric.MEM: ("mem_used_mib", "mem_total_mib"),
+    Metric.POWER: ("power_w", "power_limit_w"),
+}
+
+
+def _column(gpus: Sequence[GpuSample], field: str) -> npt.NDArray[np.float64]:
+    # None reads as NaN
+    return np.fromiter(map(itemgetter(GpuSample._fields.index(field)), gpus), np.float64, len(gpus))
+
+
+def _values(gpus: Sequence[GpuSample], metric: Metric) -> npt.NDArray[np.float64]:
+    part_field, whole_field = _PART_OF[metric]
+    part = _column(gpus, part_field)
+    if whole_field is None:
+        return part
+    whole = _column(gpus, whole_field)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        values = 100.0 * part / whole
+    values[(whole == 0) | np.isnan(whole)] = np.nan  # `percent`: no whole, no share
+    return values
+
+
+def heat_steps(values: npt.NDArray[np.float64], scale: HeatScale, judged: bool) -> npt.NDArray[np.int64]:
+    """`cell_codes`' heat step of each reading (NaN: any step; the caller marks them). ``judged``: the
+    metric has a rule and none of these GPUs is flagged, so the top step is out of reach."""
+    low, warn = scale.low, scale.warn
+    with np.errstate(invalid="ignore"):
+        # the same arithmetic in the same order as `cell_codes`, in float64: the same step at every boundary
+        middle = ((values - low) / (warn - low) * _TOP_STEP).astype(np.int64, copy=False)
+        np.minimum(middle, _TOP_STEP - 1, out=middle)
+        steps = np.where(values >= warn, _TOP_STEP, np.where(values <= low, 0, middle))
+    if judged:
+        np.minimum(steps, _TOP_STEP - 1, out=steps)
+    return steps
+
+
+def all_cell_codes(
+    nodes: Sequence[NodeSample], rows: Mapping[str, NodeRow], metric: Metric, scale: HeatScale
+) -> dict[str, CellCodes]:
+    """``cell_codes`` of every node that has a row, by name, in ``nodes``' order."""
+    plain: list[NodeSample] = []
+    done: dict[str, CellCodes] = {}
+    row_of = rows.get
+    for node in nodes:
+        row = row_of(node.name)
+        if row is None:
+            continue
+        expected = node.expected_gpu_count
+        if (
+            row.problems
+            or row.idle_gpu_indices
+            or node.reachability is not _OK
+            or node.not_exported
+            or not node.gpus
+            or (expected is not None and expected != len(node.gpus))
+        ):
+            done[node.name] = cell_codes(node, row.problems, metric, scale, row.idle_gpu_indices)
+        else:
+            done[node.name] = ()  # keeps ``nodes``' order; filled below
+            plain.append(node)
+    if not plain:
+        return done
+    counts = np.fromiter(map(len, map(attrgetter("gpus"), plain)), np.int64, len(plain))
+    ends = np.cumsum(counts)
+    starts = ends - counts
+    gpus = list(chain.from_iterable(node.gpus for node in plain))
+    # a plain node's GPUs are numbered 0..n-1 in order; one that is not goes the long way
+    indices = np.fromiter(map(_INDEX, gpus), np.int64, len(gpus))
+    numbered = indices == np.arange(len(gpus)) - np.repeat(starts, counts)
+    values = _values(gpus, metric)
+    codes = heat_steps(values, scale, metric.rule_kind is not None).tolist()
+    for at in np.flatnonzero(np.isnan(values)).tolist():
+        codes[at] = MIG_NA if gpus[at].mig_enabled else NA  # plain: every field exported
+    names = [node.name for node in plain]
+    first = int(counts[0])
+    if (counts == first).all():
+        # the usual cluster, every node the same size: the tuples cut in C
+        done.update(zip(names, zip(*[iter(codes)] * first, strict=True), strict=True))
+    else:
+        done.update(
+            (name, tuple(codes[start:end]))
+            for name, start, end in zip(names, starts.tolist(), ends.tolist(), strict=True)
+        )
+    if not numbered.all():
+        # a node whose GPUs are not numbered 0..n-1 in order goes the long way
+        misnumbered = np.flatnonzero(~numbered)
+        for k in set(np.searchsorted(ends, misnumbered, side="right").tolist()):
+            node = plain[k]
+            row = rows[node.name]
+            done[node.name] = cell_codes(node, row.problems, metric, scale, row.idle_gpu_indices)
+    return done

@@ -1,0 +1,175 @@
+"""The map's cells of many nodes at once (numpy) are exactly `cell_codes` node by node: on the demo with its
+incidents, at every boundary of the heat scale, and on random nodes with every oddity a source can give."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+
+import pytest
+
+from gputop.core.cell_columns import all_cell_codes
+from gputop.core.config import Thresholds
+from gputop.core.heatmap import COLUMNS_FROM_NODES, CellCodes, cell_codes, cells_of
+from gputop.core.metrics import HeatScale, Metric, heat_scales
+from gputop.core.models import ClusterSnapshot, NodeSample, Reachability, Severity
+from gputop.core.problem import Problem
+from gputop.core.view import ViewStage
+from gputop.sim.simulator import SimulatedCluster
+from tests.factories import gpu_sample, node_sample
+
+T0 = 1_780_000_000.0
+SCALES = heat_scales(83.0, 95.0, 90.0)
+
+
+@dataclass(frozen=True)
+class Row:
+    """What `cell_codes` reads of a row."""
+
+    problems: tuple[Problem, ...] = ()
+    idle_gpu_indices: frozenset[int] = frozenset()
+
+
+def one_by_one(
+    nodes: list[NodeSample], rows: Mapping[str, Row], metric: Metric, scale: HeatScale
+) -> dict[str, CellCodes]:
+    return {
+        n.name: cell_codes(n, rows[n.name].problems, metric, scale, rows[n.name].idle_gpu_indices)
+        for n in nodes
+        if n.name in rows
+    }
+
+
+def assert_same(nodes: list[NodeSample], rows: Mapping[str, Row], metric: Metric, scale: HeatScale) -> None:
+    expected = one_by_one(nodes, rows, metric, scale)
+    got = all_cell_codes(nodes, rows, metric, scale)  # type: ignore[arg-type]  # what it reads of a row
+    assert list(got) == list(expected)  # the nodes' order
+    for name, codes in expected.items():
+        assert got[name] == codes, (name, metric)
+        assert type(got[name]) is tuple
+
+
+def test_the_demo_with_its_incidents_every_metric() -> None:
+    cluster = SimulatedCluster(nodes=300, gpus_per_node=8, seed=42, start_time_s=T0)
+    stage = ViewStage(Thresholds(), interval_s=60.0)
+    for minute in range(14):  # past the idle minutes, so jobs' idle GPUs are marked
+        now_s = T0 + 60.0 * minute
+        cluster.advance_to(now_s)
+        result = cluster.result()
+        nodes = list(result.nodes)
+        # the poller's ageing, as it would find two nodes gone quiet
+        nodes[5] = replace(nodes[5], reachability=Reachability.STALE)
+        nodes[6] = replace(nodes[6], reachability=Reachability.DOWN)
+        view = stage.derive(ClusterSnapshot.build("demo", now_s, tuple(nodes), result.slurm), span_s=60.0)
+    nodes = list(view.snapshot.nodes)
+    # the demo has nodes the long way takes: critical, idle in a job
+    assert any(row.problems for row in view.rows.values())
+    assert any(row.idle_gpu_indices for row in view.rows.values())
+    for metric in Metric:
+        expected = {
+            n.name: cell_codes(
+                n, view.rows[n.name].problems, metric, view.scales[metric], view.rows[n.name].idle_gpu_indices
+            )
+            for n in nodes
+        }
+        assert all_cell_codes(nodes, view.rows, metric, view.scales[metric]) == expected
+        assert view.cells_for(metric) == expected  # what the map asks, through `cells_of`
+    assert len(nodes) >= COLUMNS_FROM_NODES  # so the view went through the columns
+
+
+@pytest.mark.parametrize("metric", list(Metric))
+def test_every_boundary_of_the_scale(metric: Metric) -> None:
+    field = {
+        Metric.UTIL: "util_pct",
+        Metric.TEMP: "temp_c",
+        Metric.MEM: "mem_used_mib",
+        Metric.POWER: "power_w",
+    }
+    whole = {Metric.MEM: 80000.0, Metric.POWER: 700.0}.get(metric, 100.0)
+    scale = SCALES[metric]
+    # every step boundary, a hair either side, outside the scale, and many in between
+    percents = [scale.low + (scale.warn - scale.low) * k / 9 for k in range(10)]
+    percents += [p + d for p in percents for d in (-1e-9, 1e-9)] + [v / 4 for v in range(-8, 440)]
+    values = [p * whole / 100.0 if metric in (Metric.MEM, Metric.POWER) else p for p in percents]
+    nodes = [
+        node_sample(f"n{k}", (gpu_sample(0, **{field[metric]: value}),), expected_gpu_count=1)
+        for k, value in enumerate(values)
+    ]
+    assert_same(nodes, {n.name: Row() for n in nodes}, metric, scale)
+
+
+def random_node(rng: random.Random, name: str) -> NodeSample:
+    count = rng.choice([8, 8, 8, 8, 4, 1, 0])
+    indices = list(range(count))
+    oddity = rng.random()
+    if oddity < 0.05 and count > 1:
+        rng.shuffle(indices)
+    elif oddity < 0.08 and count > 1:
+        indices[-1] = indices[0]  # the same index twice
+    elif oddity < 0.11 and count > 1:
+        indices[-1] = count + 2  # a gap
+    elif oddity < 0.13 and count:
+        indices[0] = -1  # a GPU without an index
+
+    def maybe(value: float) -> float | None:
+        return None if rng.random() < 0.05 else value
+
+    gpus = tuple(
+        gpu_sample(
+            i,
+            util_pct=maybe(rng.choice([0.0, 100.0, rng.uniform(0, 100)])),
+            temp_c=maybe(rng.uniform(20, 100)),
+            mem_used_mib=maybe(rng.uniform(0, 81559)),
+            mem_total_mib=rng.choice([81559.0, 81559.0, 0.0, None]),
+            power_w=maybe(rng.uniform(50, 720)),
+            power_limit_w=rng.choice([700.0, 700.0, 0.0, None]),
+            mig_enabled=rng.random() < 0.1,
+        )
+        for i in indices
+    )
+    return node_sample(
+        name,
+        gpus,
+        reachability=rng.choice([Reachability.OK] * 8 + [Reachability.STALE, Reachability.DOWN]),
+        expected_gpu_count=rng.choice([None, count, count, 8, 2]),
+        not_exported=rng.choice([frozenset()] * 8 + [frozenset({"util_pct"}), frozenset({"power_w"})]),
+    )
+
+
+def random_row(rng: random.Random, node: NodeSample) -> Row:
+    problems: tuple[Problem, ...] = ()
+    if rng.random() < 0.15:
+        severity = rng.choice([Severity.CRIT, Severity.WARN])
+        kind = rng.choice(["temp", "mem", "xid"])
+        problems = (Problem(severity, node.name, rng.choice([None, 0, 3]), kind, "x"),)
+    idle = frozenset(rng.sample(range(8), 2)) if rng.random() < 0.1 else frozenset()
+    return Row(problems, idle)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_nodes_every_oddity(seed: int) -> None:
+    rng = random.Random(seed)
+    nodes = [random_node(rng, f"n{k:04d}") for k in range(400)]
+    rows = {n.name: random_row(rng, n) for n in nodes if rng.random() < 0.97}  # a few without a row
+    for metric in Metric:
+        assert_same(nodes, rows, metric, SCALES[metric])
+
+
+def test_every_node_the_same_size_or_not() -> None:
+    # plain nodes of one size are cut in one pass; of several sizes, one by one: both give each its own
+    same = [node_sample(f"a{k}", 8) for k in range(50)]
+    mixed = [node_sample(f"b{k}", 4 if k % 3 else 8) for k in range(50)]
+    for nodes in (same, mixed):
+        rows = {n.name: Row() for n in nodes}
+        assert_same(nodes, rows, Metric.UTIL, SCALES[Metric.UTIL])
+        got = all_cell_codes(nodes, rows, Metric.UTIL, SCALES[Metric.UTIL])  # type: ignore[arg-type]
+        assert [len(got[n.name]) for n in nodes] == [len(n.gpus) for n in nodes]
+
+
+def test_few_nodes_go_node_by_node() -> None:
+    nodes = [node_sample(f"n{k}", 8) for k in range(3)]
+    rows = {n.name: Row() for n in nodes}
+    assert cells_of(nodes, rows, Metric.TEMP, SCALES[Metric.TEMP]) == one_by_one(  # type: ignore[arg-type]
+        nodes, rows, Metric.TEMP, SCALES[Metric.TEMP]
+    )
