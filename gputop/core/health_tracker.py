@@ -19,7 +19,7 @@ Rules:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Generator, Mapping
 from dataclasses import dataclass
 from typing import Final, NamedTuple
 
@@ -29,6 +29,7 @@ from gputop.core.models import ClusterSnapshot, GpuSample, Severity
 TEMP: Final = "temp"
 MEM: Final = "mem"
 PCIE_GEN: Final = "pcie_gen"
+NODES_PER_SLICE: Final = 1000  # nodes between two yields of `update_steps`: a few milliseconds
 
 
 class GpuFlag(NamedTuple):
@@ -82,6 +83,18 @@ class HealthTracker:
         self._snapshot: ClusterSnapshot | None = None
 
     def update(self, snapshot: ClusterSnapshot) -> HealthFlags:
+        steps = self.update_steps(snapshot)
+        while True:
+            try:
+                next(steps)
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
+
+    def update_steps(
+        self, snapshot: ClusterSnapshot, nodes_per_slice: int = NODES_PER_SLICE
+    ) -> Generator[None, None, HealthFlags]:
+        """`update`, yielding after every ``nodes_per_slice`` nodes (10,000 nodes take some 30 ms). The
+        flags change only when the last slice is done."""
         if snapshot is self._snapshot:
             return self.flags
         now_s = snapshot.taken_at_s
@@ -89,7 +102,9 @@ class HealthTracker:
         old_states = self._states
         states: dict[str, dict[int, _GpuState]] = {}
         flags: dict[str, tuple[GpuFlag, ...]] = {}
-        for node in snapshot.nodes:
+        for count, node in enumerate(snapshot.nodes, 1):
+            if not count % nodes_per_slice:
+                yield
             mine = old_states.get(node.name)
             kept: dict[int, _GpuState] = {}
             for gpu in node.gpus:
