@@ -25,6 +25,7 @@ from typing import Final, NamedTuple
 
 from gputop.core.config import Thresholds
 from gputop.core.models import ClusterSnapshot, GpuSample, Severity
+from gputop.core.slices import run_to_end
 
 TEMP: Final = "temp"
 MEM: Final = "mem"
@@ -83,12 +84,7 @@ class HealthTracker:
         self._snapshot: ClusterSnapshot | None = None
 
     def update(self, snapshot: ClusterSnapshot) -> HealthFlags:
-        steps = self.update_steps(snapshot)
-        while True:
-            try:
-                next(steps)
-            except StopIteration as done:
-                return done.value  # type: ignore[no-any-return]
+        return run_to_end(self.update_steps(snapshot))
 
     def update_steps(
         self, snapshot: ClusterSnapshot, nodes_per_slice: int = NODES_PER_SLICE

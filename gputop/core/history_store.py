@@ -29,6 +29,7 @@ import numpy as np
 import numpy.typing as npt
 
 from gputop.core.models import GpuSample, NodeSample, Reachability, Severity
+from gputop.core.slices import run_to_end
 
 if TYPE_CHECKING:
     from gputop.core.summary import NodeRow
@@ -108,12 +109,7 @@ Gathered = tuple[list[NodeSample], FloatArray]
 def gather(nodes: Sequence[NodeSample]) -> Gathered:
     """The nodes that answer, and their GPUs' index and five readings: a row per field (index first), a
     column per GPU (NaN: none)."""
-    steps = gather_steps(nodes)
-    while True:
-        try:
-            next(steps)
-        except StopIteration as done:
-            return done.value  # type: ignore[no-any-return]
+    return run_to_end(gather_steps(nodes))
 
 
 def gather_steps(nodes: Sequence[NodeSample]) -> Generator[None, None, Gathered]:

@@ -30,6 +30,7 @@ from typing import Final, NamedTuple
 
 from gputop.core.models import ClusterSnapshot, GpuSample, Reachability
 from gputop.core.parsers.slurm_common import JOB_BASE_STATES
+from gputop.core.slices import run_to_end
 
 IDLE_HYSTERESIS_PCT: Final = 5.0
 DEFAULT_MAX_STEP_S: Final = 60.0
@@ -104,12 +105,7 @@ class IdleTracker:
         self._snapshot: ClusterSnapshot | None = None
 
     def update(self, snapshot: ClusterSnapshot) -> IdleState:
-        steps = self.update_steps(snapshot)
-        while True:
-            try:
-                next(steps)
-            except StopIteration as done:
-                return done.value  # type: ignore[no-any-return]
+        return run_to_end(self.update_steps(snapshot))
 
     def update_steps(
         self, snapshot: ClusterSnapshot, jobs_per_slice: int = JOBS_PER_SLICE

@@ -20,6 +20,7 @@ from gputop.core.idle import EMPTY_IDLE_STATE, IdleGpu, IdleState, IdleTracker, 
 from gputop.core.job_filter import FilterError, JobFilter, parse_job_filter
 from gputop.core.models import ClusterSnapshot, Reachability, SlurmJob
 from gputop.core.nodeset import fold_nodes, natural_key
+from gputop.core.slices import run_to_end
 
 __all__ = [
     "DESCENDING_KEYS",
@@ -126,12 +127,7 @@ def job_rows(
 
     A running job's elapsed time moves with the snapshot's time, so its row is new every tick; a pending
     job's row stays the same object until Slurm changes it."""
-    steps = job_rows_steps(snapshot, idle, previous)
-    while True:
-        try:
-            next(steps)
-        except StopIteration as done:
-            return done.value  # type: ignore[no-any-return]
+    return run_to_end(job_rows_steps(snapshot, idle, previous))
 
 
 def job_rows_steps(

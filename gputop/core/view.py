@@ -29,6 +29,7 @@ from gputop.core.jobs import job_rows_steps
 from gputop.core.metrics import Metric, heat_scales
 from gputop.core.models import ClusterSnapshot, NodeSample
 from gputop.core.node_timeline import NodeTimeline
+from gputop.core.slices import run_to_end
 from gputop.core.summary import ClusterView, NodeRow, derive_rows, summarize
 
 if TYPE_CHECKING:
@@ -112,13 +113,7 @@ class ViewStage:
     ) -> ClusterView:
         """The next view, all at once. ``span_s``: how long the snapshot stands for in the history (default:
         the poll interval)."""
-        steps = self.steps(snapshot, source_errors, span_s=span_s)
-        while True:
-            try:
-                next(steps)
-            except StopIteration as done:
-                view: ClusterView = done.value
-                return view
+        return run_to_end(self.steps(snapshot, source_errors, span_s=span_s))
 
     def steps(
         self, snapshot: ClusterSnapshot, source_errors: tuple[str, ...] = (), *, span_s: float | None = None
