@@ -15,6 +15,7 @@ from gputop.core.heatmap import COLUMNS_FROM_NODES, CellCodes, cell_codes, cells
 from gputop.core.metrics import HeatScale, Metric, heat_scales
 from gputop.core.models import ClusterSnapshot, NodeSample, Reachability, Severity
 from gputop.core.problem import Problem
+from gputop.core.summary import ClusterView
 from gputop.core.view import ViewStage
 from gputop.sim.simulator import SimulatedCluster
 from tests.factories import gpu_sample, node_sample
@@ -173,3 +174,58 @@ def test_few_nodes_go_node_by_node() -> None:
     assert cells_of(nodes, rows, Metric.TEMP, SCALES[Metric.TEMP]) == one_by_one(  # type: ignore[arg-type]
         nodes, rows, Metric.TEMP, SCALES[Metric.TEMP]
     )
+
+
+def expected_cells(view: ClusterView, metric: Metric) -> dict[str, CellCodes]:
+    return {
+        n.name: cell_codes(
+            n, view.rows[n.name].problems, metric, view.scales[metric], view.rows[n.name].idle_gpu_indices
+        )
+        for n in view.snapshot.nodes
+    }
+
+
+def test_a_large_view_carries_every_metric_and_keeps_the_unchanged_nodes_tuples() -> None:
+    cluster = SimulatedCluster(nodes=COLUMNS_FROM_NODES + 44, gpus_per_node=8, seed=3, start_time_s=T0)
+    stage = ViewStage(Thresholds(), interval_s=1.0)
+    result = cluster.result()
+    first = stage.derive(ClusterSnapshot.build("c", T0, result.nodes, result.slurm))
+    # every other metric worked out beside the stage's, so a switch is a lookup
+    assert set(first.more_cells) == set(Metric) - {Metric.UTIL}
+    for metric in Metric:
+        assert first.cells_known(metric) == expected_cells(first, metric)
+    # the next tick: one node changes, the rest are the same samples (a store's source between refreshes)
+    nodes = list(result.nodes)
+    hot = nodes[10]
+    nodes[10] = replace(hot, gpus=tuple(g._replace(temp_c=80.0, util_pct=3.0) for g in hot.gpus))
+    # enough changed nodes for the columns: the others are copies that are equal but new
+    for k in range(20, 20 + COLUMNS_FROM_NODES):
+        nodes[k] = replace(nodes[k])
+    second = stage.derive(ClusterSnapshot.build("c", T0 + 1, tuple(nodes), result.slurm))
+    assert set(second.more_cells) == set(Metric) - {Metric.UTIL}
+    same_rows = [name for name, row in second.rows.items() if row is first.rows[name]]
+    assert len(same_rows) > 10  # the untouched nodes kept their rows
+    for metric in Metric:
+        cells = second.cells_known(metric)
+        assert cells is not None and cells == expected_cells(second, metric)
+        if metric in (Metric.UTIL, Metric.TEMP):
+            assert cells[hot.name] != first.cells_for(metric)[hot.name]
+        for name in same_rows:
+            assert cells[name] is first.cells_for(metric)[name]  # the map sees nothing moved
+
+
+def test_other_metrics_wait_for_a_switch_where_the_unchanged_nodes_are_not_known() -> None:
+    cluster = SimulatedCluster(nodes=COLUMNS_FROM_NODES + 144, gpus_per_node=8, seed=3, start_time_s=T0)
+    stage = ViewStage(Thresholds(), interval_s=1.0)
+    result = cluster.result()
+    nodes = list(result.nodes)
+    first = stage.derive(
+        ClusterSnapshot.build("c", T0, tuple(nodes[:100]), result.slurm)
+    )  # a small first view
+    second = stage.derive(ClusterSnapshot.build("c", T0 + 1, tuple(nodes), result.slurm))
+    # the first 100 nodes' rows are the same objects, the others are new: the split covers only the new
+    # ones, so the other metrics are worked out on first ask, and still right
+    assert sum(row is first.rows.get(name) for name, row in second.rows.items()) == 100
+    assert not second.more_cells
+    for metric in Metric:
+        assert second.cells_for(metric) == expected_cells(second, metric)

@@ -74,54 +74,77 @@ def all_cell_codes(
     nodes: Sequence[NodeSample], rows: Mapping[str, NodeRow], metric: Metric, scale: HeatScale
 ) -> dict[str, CellCodes]:
     """``cell_codes`` of every node that has a row, by name, in ``nodes``' order."""
-    plain: list[NodeSample] = []
-    done: dict[str, CellCodes] = {}
-    row_of = rows.get
-    for node in nodes:
-        row = row_of(node.name)
-        if row is None:
-            continue
-        expected = node.expected_gpu_count
-        if (
-            row.problems
-            or row.idle_gpu_indices
-            or node.reachability is not _OK
-            or node.not_exported
-            or not node.gpus
-            or (expected is not None and expected != len(node.gpus))
-        ):
-            done[node.name] = cell_codes(node, row.problems, metric, scale, row.idle_gpu_indices)
-        else:
-            done[node.name] = ()  # keeps ``nodes``' order; filled below
-            plain.append(node)
-    if not plain:
-        return done
-    counts = np.fromiter(map(len, map(attrgetter("gpus"), plain)), np.int64, len(plain))
-    ends = np.cumsum(counts)
-    starts = ends - counts
-    gpus = list(chain.from_iterable(node.gpus for node in plain))
-    # a plain node's GPUs are numbered 0..n-1 in order; one that is not goes the long way
-    indices = np.fromiter(map(_INDEX, gpus), np.int64, len(gpus))
-    numbered = indices == np.arange(len(gpus)) - np.repeat(starts, counts)
-    values = _values(gpus, metric)
-    codes = heat_steps(values, scale, metric.rule_kind is not None).tolist()
-    for at in np.flatnonzero(np.isnan(values)).tolist():
-        codes[at] = MIG_NA if gpus[at].mig_enabled else NA  # plain: every field exported
-    names = [node.name for node in plain]
-    first = int(counts[0])
-    if (counts == first).all():
-        # the usual cluster, every node the same size: the tuples cut in C
-        done.update(zip(names, zip(*[iter(codes)] * first, strict=True), strict=True))
-    else:
-        done.update(
-            (name, tuple(codes[start:end]))
-            for name, start, end in zip(names, starts.tolist(), ends.tolist(), strict=True)
-        )
-    if not numbered.all():
-        # a node whose GPUs are not numbered 0..n-1 in order goes the long way
-        misnumbered = np.flatnonzero(~numbered)
-        for k in set(np.searchsorted(ends, misnumbered, side="right").tolist()):
-            node = plain[k]
+    return CellColumns(nodes, rows).codes(metric, scale)
+
+
+class CellColumns:
+    """Nodes split once into the plain (their GPUs side by side in one column) and the rest, so that each
+    metric's codes are then one numpy pass: a view works out several metrics from one split."""
+
+    def __init__(self, nodes: Sequence[NodeSample], rows: Mapping[str, NodeRow]) -> None:
+        self.rows = rows
+        self.order: dict[str, CellCodes] = {}  # every node with a row, in ``nodes``' order
+        self.others: list[NodeSample] = []  # nodes that go through `cell_codes`
+        plain: list[NodeSample] = []
+        order, others = self.order, self.others
+        row_of = rows.get
+        for node in nodes:
+            row = row_of(node.name)
+            if row is None:
+                continue
+            order[node.name] = ()
+            expected = node.expected_gpu_count
+            if (
+                row.problems
+                or row.idle_gpu_indices
+                or node.reachability is not _OK
+                or node.not_exported
+                or not node.gpus
+                or (expected is not None and expected != len(node.gpus))
+            ):
+                others.append(node)
+            else:
+                plain.append(node)
+        self.gpus: list[GpuSample] = []
+        self.names: list[str] = []
+        self.spans: list[tuple[int, int]] | None = None  # each plain node's GPUs; None: all of one size
+        self.size = 0
+        if not plain:
+            return
+        counts = np.fromiter(map(len, map(attrgetter("gpus"), plain)), np.int64, len(plain))
+        ends = np.cumsum(counts)
+        starts = ends - counts
+        gpus = self.gpus = list(chain.from_iterable(node.gpus for node in plain))
+        # a plain node's GPUs are numbered 0..n-1 in order; one that is not goes the long way
+        indices = np.fromiter(map(_INDEX, gpus), np.int64, len(gpus))
+        numbered = indices == np.arange(len(gpus)) - np.repeat(starts, counts)
+        if not numbered.all():
+            misnumbered = set(np.searchsorted(ends, np.flatnonzero(~numbered), side="right").tolist())
+            others.extend(plain[k] for k in sorted(misnumbered))
+        self.names = [node.name for node in plain]
+        self.size = int(counts[0])
+        if not (counts == self.size).all():
+            self.spans = list(zip(starts.tolist(), ends.tolist(), strict=True))
+
+    def codes(self, metric: Metric, scale: HeatScale) -> dict[str, CellCodes]:
+        """Every node's codes for ``metric``, by name, in the nodes' order."""
+        done = dict(self.order)
+        gpus = self.gpus
+        if gpus:
+            values = _values(gpus, metric)
+            codes = heat_steps(values, scale, metric.rule_kind is not None).tolist()
+            for at in np.flatnonzero(np.isnan(values)).tolist():
+                codes[at] = MIG_NA if gpus[at].mig_enabled else NA  # plain: every field exported
+            if self.spans is None:
+                # the usual cluster, every node the same size: the tuples cut in C
+                done.update(zip(self.names, zip(*[iter(codes)] * self.size, strict=True), strict=True))
+            else:
+                done.update(
+                    (name, tuple(codes[start:end]))
+                    for name, (start, end) in zip(self.names, self.spans, strict=True)
+                )
+        rows = self.rows
+        for node in self.others:
             row = rows[node.name]
             done[node.name] = cell_codes(node, row.problems, metric, scale, row.idle_gpu_indices)
-    return done
+        return done

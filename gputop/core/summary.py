@@ -133,14 +133,13 @@ class ClusterView:
     # what changed on each node and when (gputop.core.node_timeline), where the stage keeps it; like the
     # history, it goes on filling after this view
     timeline: NodeTimeline | None = field(default=None, compare=False, repr=False)
-    # `cells_for`'s other metrics, worked out on first ask
-    _more_cells: dict[Metric, Mapping[str, CellCodes]] = field(
-        default_factory=dict, compare=False, repr=False
-    )
+    # other metrics' cell codes: those the stage worked out beside its own (a large cluster's, where a
+    # switch would otherwise wait for them), and `cells_for`'s, worked out on first ask
+    more_cells: dict[Metric, Mapping[str, CellCodes]] = field(default_factory=dict, compare=False, repr=False)
 
     def cells_known(self, metric: Metric) -> Mapping[str, CellCodes] | None:
         """``metric``'s cell codes if this view has them already (None: not worked out)."""
-        return self.cells if metric is self.cells_metric else self._more_cells.get(metric)
+        return self.cells if metric is self.cells_metric else self.more_cells.get(metric)
 
     def cells_for(self, metric: Metric) -> Mapping[str, CellCodes]:
         """The map's cell codes of every node for ``metric``, the one place they come from. The stage's
@@ -150,10 +149,10 @@ class ClusterView:
         change signal."""
         if metric is self.cells_metric:
             return self.cells
-        done = self._more_cells.get(metric)
+        done = self.more_cells.get(metric)
         if done is None:
             done = cells_of(self.snapshot.nodes, self.rows, metric, self.scales[metric])
-            self._more_cells[metric] = done
+            self.more_cells[metric] = done
         return done
 
 
