@@ -229,3 +229,22 @@ def test_other_metrics_wait_for_a_switch_where_the_unchanged_nodes_are_not_known
     assert not second.more_cells
     for metric in Metric:
         assert second.cells_for(metric) == expected_cells(second, metric)
+
+
+def test_a_view_where_nothing_moved_hands_on_the_same_cells() -> None:
+    # a store's source between refreshes: the same samples again
+    cluster = SimulatedCluster(nodes=COLUMNS_FROM_NODES + 44, gpus_per_node=8, seed=3, start_time_s=T0)
+    stage = ViewStage(Thresholds(), interval_s=1.0)
+    result = cluster.result()
+    first = stage.derive(ClusterSnapshot.build("c", T0, result.nodes, result.slurm))
+    second = stage.derive(ClusterSnapshot.build("c", T0 + 1, result.nodes, result.slurm))
+    assert all(second.rows[name] is row for name, row in first.rows.items())
+    assert second.cells is first.cells  # the map knows at once that no node moved
+    for metric in Metric:
+        assert second.cells_known(metric) is first.cells_known(metric)
+    # one node changes: a new mapping, right for every node
+    nodes = list(result.nodes)
+    nodes[3] = replace(nodes[3], gpus=tuple(g._replace(util_pct=1.0) for g in nodes[3].gpus))
+    third = stage.derive(ClusterSnapshot.build("c", T0 + 2, tuple(nodes), result.slurm))
+    assert third.cells is not second.cells
+    assert third.cells == expected_cells(third, Metric.UTIL)

@@ -196,7 +196,20 @@ class ViewStage:
             rows.update(chunk_rows)
             yield
         more_cells: dict[Metric, Mapping[str, CellCodes]] = {}
-        if len(changed) >= COLUMNS_FROM_NODES:
+        if (
+            not changed
+            and previous is not None
+            and previous_cells is not None
+            and len(cells) == len(previous_cells)
+        ):
+            # nothing moved (a store's source between refreshes): the same mappings, which tell the map
+            # so without a look at every node
+            cells = previous_cells  # type: ignore[assignment]
+            for other in Metric:
+                known = previous.cells_known(other)
+                if other is not metric and known is not None:
+                    more_cells[other] = known
+        elif len(changed) >= COLUMNS_FROM_NODES:
             more_cells = yield from self._column_cells(changed, rows, cells, previous)
         else:
             cells.update(cells_of(changed, rows, metric, scale))

@@ -15,6 +15,7 @@ selection. ``w`` switches a node's or group's heat between the worst and the mea
 
 from __future__ import annotations
 
+import operator
 import re
 from collections.abc import Mapping, Sequence
 
@@ -152,6 +153,7 @@ class ClusterMap(Widget, can_focus=True):
         self._group_of: list[int] = []  # node index -> group index
         self._groups_key: tuple[object, ...] = ()
         self._group_codes: list[tuple[int, int]] = []  # per group: its state, its heat
+        self._reduced_for: tuple[object, ...] = ()  # what the codes above were reduced from
 
     # -- data in ----------------------------------------------------------------------------------------
     def apply_view(self, view: ClusterView) -> None:
@@ -247,6 +249,12 @@ class ClusterMap(Widget, can_focus=True):
         zoom = self._current_layout().zoom if self.is_mounted else Zoom.GPU
         if zoom is Zoom.GPU:
             return
+        # the same cells, names and groups as last time (a store's source between refreshes hands the
+        # same mapping on): the same reductions, without a look at every node
+        done_for = (self._cells, self._names, zoom, self.reduce, self._groups)
+        if len(done_for) == len(self._reduced_for) and all(map(operator.is_, done_for, self._reduced_for)):
+            return
+        self._reduced_for = done_for
         self._node_codes = node_cells(self._cells, self._names, self.reduce)
         if zoom is Zoom.GROUP and self._groups is not None:
             codes = self._node_codes
