@@ -162,6 +162,21 @@ def send_key(app: GputopApp, key: str) -> None:
     app._driver.send_message(event)
 
 
+async def press(app: GputopApp, probe: PaintProbe, key: str, needs: Iterable[str]) -> float | None:
+    """Seconds from sending ``key`` to the first frame that shows ``needs`` changed; None when no such
+    frame comes within KEY_TIMEOUT_S."""
+    future = probe.arm(needs)
+    t0 = time.perf_counter()
+    send_key(app, key)
+    try:
+        t1, _cpu = await asyncio.wait_for(future, KEY_TIMEOUT_S)
+    except TimeoutError:
+        return None
+    finally:
+        probe.disarm()
+    return t1 - t0
+
+
 class Harness:
     """The app under test, its widgets, and the hooks the measurements use."""
 

@@ -34,7 +34,7 @@ os.environ["COLORTERM"] = "truecolor"
 os.environ.pop("NO_COLOR", None)
 
 import gputop.tui  # noqa: F401, I001  (sets Textual's defaults before Textual is imported)
-from bench_dashboard import SCREEN_SIZE, PaintProbe, bench_config, send_key, wrap
+from bench_dashboard import SCREEN_SIZE, PaintProbe, bench_config, press, send_key, wrap
 from bench_report import Row, cpu_model, percentile, print_table
 
 from gputop.cli import build_demo_app
@@ -176,18 +176,12 @@ async def measure_keys(h: QueueHarness, keys: list[str]) -> tuple[dict[str, list
             h.post_last()
             next_tick += 1.0
         await asyncio.sleep(0.03)
-        future = h.probe.arm(("table",))
-        t0 = time.perf_counter()
-        h.send_key(key)
-        try:
-            t1, _cpu = await asyncio.wait_for(future, KEY_TIMEOUT_S)
-        except TimeoutError:
+        latency_s = await press(h.app, h.probe, key, ("table",))
+        if latency_s is None:
             timeouts += 1
             continue
-        finally:
-            h.probe.disarm()
         label = "filter char" if key == "backspace" or (len(key) == 1 and key != "s") else key
-        by_key.setdefault(label, []).append(t1 - t0)
+        by_key.setdefault(label, []).append(latency_s)
     return by_key, timeouts
 
 
