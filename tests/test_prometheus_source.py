@@ -337,3 +337,43 @@ def test_ssh_on_the_node_screen_does_not_drop_what_the_store_had_until_ssh_has_r
     read = NodeFacts(ibstat=Reading("ibstat", 2.0), counters=Reading("ssh counters", 2.0))  # type: ignore[arg-type]
     later = _deeper(stored, node_sample("gpu014", 8, ib_ports=up, facts=read))
     assert later.ib_ports == up and later.facts.counters.value == "ssh counters"
+
+
+async def test_a_first_refresh_slower_than_the_deadline_is_not_lost() -> None:
+    # At 80,000 GPUs the first refresh takes longer than the poller's 5 s deadline: the deadline ends
+    # the wait, the refresh goes on, and the next tick has its answer. Were the refresh cancelled with
+    # the wait, the next tick would raise its CancelledError into the poller and no data would ever show.
+    from aiohttp import web
+
+    answer_after_s = 0.6
+
+    async def query(request: web.Request) -> web.Response:
+        form = await request.post()
+        if str(form.get("query", "")).startswith("count("):  # the start's look at the past: nothing
+            result: list[object] = []
+        else:
+            await asyncio.sleep(answer_after_s)
+            labels = {"Hostname": "gpu001", "gpu": "0", "UUID": "GPU-1"}
+            result = [{"metric": labels, "value": [time.time(), "50"]}]
+        return web.json_response({"status": "success", "data": {"resultType": "vector", "result": result}})
+
+    app = web.Application()
+    app.router.add_post("/api/v1/query", query)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    (port,) = free_ports(1)
+    site = web.TCPSite(runner, "127.0.0.1", port)
+    await site.start()
+    source = PrometheusSource(cluster_config(f"http://127.0.0.1:{port}", "gpu001"), time.time)
+    try:
+        await source.start()
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(source.collect(time.time()), answer_after_s / 3)  # the poller's deadline
+        await asyncio.sleep(answer_after_s * 2)
+        result = await source.collect(time.time())  # not due again: the first refresh's answer
+        (node,) = result.nodes
+        assert node.name == "gpu001" and node.reachability is Reachability.OK
+        assert node.gpus[0].util_pct == 50.0
+    finally:
+        await source.close()
+        await runner.cleanup()

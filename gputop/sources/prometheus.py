@@ -317,11 +317,17 @@ class PrometheusSource:
         if due and (self._refreshing is None or self._refreshing.done()):
             self._last_refresh_s = now_s
             self._refreshing = asyncio.create_task(self._refresh(now_s))
-        if self._refreshing is not None and self._refreshing.done():
-            task, self._refreshing = self._refreshing, None
-            self._last = task.result()  # a StoreError goes to the poller, which says it and keeps the last
-        elif self._refreshing is not None and not self._last.nodes:
-            self._last = await self._refreshing  # the first answer is waited for (within the deadline)
+        refreshing = self._refreshing
+        if refreshing is not None and refreshing.done():
+            self._refreshing = None
+            if refreshing.cancelled():
+                raise StoreError(f"{self.store}: the refresh was stopped before it answered")
+            self._last = refreshing.result()  # a StoreError goes to the poller, which says it, keeps the last
+        elif refreshing is not None and not self._last.nodes:
+            # The first answer is waited for, within the poller's deadline. Shielded: the deadline ends the
+            # wait, not the refresh (at 80,000 GPUs a refresh takes longer than a deadline of 5 s), whose
+            # answer the next tick takes.
+            self._last = await asyncio.shield(refreshing)
             self._refreshing = None
         return await self._with_deep(self._last, now_s)
 
