@@ -192,12 +192,36 @@ async def run(args: argparse.Namespace, url: str) -> dict[str, Any]:
         timeouts = 0
         loop = asyncio.get_running_loop()
         keys_started = loop.time()
-        gc_before = gc.get_stats()[2]["collections"]
+        gc_pauses: list[tuple[int, float]] = []  # generation, seconds
+        gc_started = [0.0]
+
+        def on_gc(phase: str, info: dict[str, int]) -> None:
+            if phase == "start":
+                gc_started[0] = time.perf_counter()
+            else:
+                gc_pauses.append((info["generation"], time.perf_counter() - gc_started[0]))
+
+        gc.callbacks.append(on_gc)
+        # the event loop's longest stalls: a heartbeat every 10 ms, and how late it woke
+        stalls: list[tuple[float, float]] = []  # (seconds into the keys, seconds late)
+        beating = [True]
+
+        async def heartbeat() -> None:
+            while beating[0]:
+                before = loop.time()
+                await asyncio.sleep(0.01)
+                late = loop.time() - before - 0.01
+                if late > 0.05:
+                    stalls.append((loop.time() - keys_started, late))
+
+        beat = asyncio.create_task(heartbeat())
+        refresh_ends: list[float] = []
         for n, key in enumerate(key_sequence(int(args.seconds / KEY_INTERVAL_S))):
             delay = keys_started + n * KEY_INTERVAL_S - loop.time()
             if delay > 0:
                 await asyncio.sleep(delay)
             if source.last_refresh_wall_s is not last_wall and source.last_refresh_wall_s is not None:
+                refresh_ends.append(loop.time() - keys_started)
                 last_wall = source.last_refresh_wall_s
                 refreshes.append((last_wall, source.last_answers_wall_s or 0.0))
             latency_s = await press(app, probe, key, ("table",) if key != "m" else ("map",))
@@ -206,12 +230,17 @@ async def run(args: argparse.Namespace, url: str) -> dict[str, Any]:
                 continue
             latencies.append(latency_s)
             by_key.setdefault(key, []).append(latency_s)
+        beating[0] = False
+        await beat
+        gc.callbacks.remove(on_gc)
         found.update(
+            gc_pauses=gc_pauses,
+            stalls=stalls,
+            refresh_ends=refresh_ends,
             latencies=latencies,
             by_key=by_key,
             timeouts=timeouts,
             refreshes=refreshes,
-            gen2=gc.get_stats()[2]["collections"] - gc_before,
             nodes_ok=sum(1 for n in app.view.snapshot.nodes if n.reachability is Reachability.OK),
         )
         found["rss_mb"], found["hwm_mb"] = rss_mb()
@@ -259,6 +288,12 @@ def main() -> int:
         f"  first view with data after {found['first_view_s']:.1f} s; {found['nodes_ok']} nodes answering "
         f"at the end; {len(found['refreshes'])} refreshes during the keys"
     )
+    gen2 = [pause * 1000 for generation, pause in found["gc_pauses"] if generation == 2]
+    young = [pause * 1000 for generation, pause in found["gc_pauses"] if generation < 2]
+    print(f"  refreshes noticed at (s into the keys): {[round(t, 1) for t in found['refresh_ends']]}")
+    worst = sorted(found["stalls"], key=lambda stall: -stall[1])[:8]
+    stalls = [(round(at_s, 1), round(late_s * 1000)) for at_s, late_s in worst]
+    print(f"  the event loop's longest stalls (s into the keys, ms late): {stalls}")
     rows = [
         Row(f"UI CPU per refresh view, median (n={len(views.refresh_ms)})", ms(views.refresh_ms), "ms"),
         Row("UI CPU per refresh view, max", max(views.refresh_ms, default=math.nan), "ms"),
@@ -283,6 +318,8 @@ def main() -> int:
             "ms",
         ),
         Row("   keys lost (no frame within 1 s)", found["timeouts"], ""),
+        Row(f"   gen 2 collections during the keys: {len(gen2)}, longest", max(gen2, default=0.0), "ms"),
+        Row(f"   gen 0/1 collections: {len(young)}, longest", max(young, default=0.0), "ms"),
         Row("full refresh, wall (median)", ms(refresh_walls), "ms", TARGET_REFRESH_WALL_MS),
         Row("   of which the store's answers (median)", ms(answers), "ms"),
         Row("RSS at the end", found["rss_mb"], "MB", TARGET_RSS_MB),
