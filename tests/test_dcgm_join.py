@@ -173,3 +173,55 @@ def test_counters_become_the_facts_the_counter_rules_judge() -> None:
     # a refresh that does not ask for the counters keeps the same facts (no new read, no new rate)
     again = joiner.update({"DCGM_FI_DEV_GPU_UTIL": [(place, 91.0)], SAMPLE_TIME: [(place, 1_800_000_075.0)]})
     assert again.nodes["gpu001"].sample.facts is node.facts
+
+
+def test_answers_added_one_at_a_time_in_any_order_join_as_all_at_once() -> None:
+    # the source joins each answer as it is decoded, so that all of them are never held at once
+    import itertools
+
+    from gputop.core.dcgm_join import MIG_PROFILE_LABEL, SAMPLE_TIME, XID, DcgmJoiner
+
+    a0, a1 = {"Hostname": "a", "gpu": "0"}, {"Hostname": "a", "gpu": "1"}
+    mig = {**a1, MIG_PROFILE_LABEL: "1g.10gb", "GPU_I_ID": "7"}
+    first = {
+        "DCGM_FI_DEV_GPU_UTIL": [(a0, 40.0), (a1, 10.0)],
+        "DCGM_FI_DEV_GPU_TEMP": [(a0, 50.0), (a1, 60.0)],
+        XID: [(a0, 79.0)],
+        SAMPLE_TIME: [({**a0, "UUID": "GPU-a0"}, 100.0), (mig, 100.0)],
+    }
+    # the next refresh: a1 is no longer under MIG, a0's Xid is gone, the temperature is not asked
+    second = {
+        "DCGM_FI_DEV_GPU_UTIL": [(a0, 45.0), (a1, 20.0)],
+        XID: [],
+        SAMPLE_TIME: [(a0, 115.0), (a1, 115.0)],
+    }
+    expected = DcgmJoiner()
+    expected.update(first)
+    whole = expected.update(second).nodes["a"].sample
+    assert whole.gpus[1].mig_enabled is False and not whole.xid_events
+    assert whole.gpus[0].temp_c == 50.0  # not asked: kept
+    for order in itertools.permutations(second):
+        joiner = DcgmJoiner()
+        joiner.update(first)
+        assert joiner.update(first).nodes["a"].sample.gpus[1].mig_enabled is True
+        joiner.begin()
+        for metric in order:
+            joiner.add(metric, second[metric])
+        assert joiner.finish().nodes["a"].sample == whole, order
+
+
+def test_a_gpu_is_under_mig_while_any_answer_says_so_whichever_comes_first() -> None:
+    import itertools
+
+    from gputop.core.dcgm_join import MIG_PROFILE_LABEL, SAMPLE_TIME, DcgmJoiner
+
+    a1 = {"Hostname": "a", "gpu": "1"}
+    mig = {**a1, MIG_PROFILE_LABEL: "1g.10gb", "GPU_I_ID": "7"}
+    answers = {"DCGM_FI_PROF_GR_ENGINE_ACTIVE": [(mig, 0.5)], SAMPLE_TIME: [(a1, 115.0)]}
+    for order in itertools.permutations(answers):
+        joiner = DcgmJoiner()
+        joiner.update({SAMPLE_TIME: [(a1, 100.0)]})
+        joiner.begin()
+        for metric in order:
+            joiner.add(metric, answers[metric])
+        assert joiner.finish().nodes["a"].sample.gpus[0].mig_enabled is True, order

@@ -136,6 +136,7 @@ class _Gpu:
     values: dict[str, float] = field(default_factory=dict)
     labels: dict[str, str] = field(default_factory=dict)
     mig: bool = False
+    mig_seen: int = 0  # the joiner's last update with a series that says the GPU is under MIG
     xid: int | None = None  # the last Xid the exporter reports
     seen: int = 0  # the joiner's last update with a sample time for it
 
@@ -219,65 +220,99 @@ class DcgmJoiner:
         self._newest: dict[str, float] = {}
         self._generation = 0
         self._facts: dict[str, NodeFacts] = {}  # by host: kept while no counter is asked
+        # the update under way (begin, add, finish)
+        self._timed = False  # the sample times were added: GPUs without one are gone
+        self._counted = False  # a counter was added: the nodes' counter facts are worked out again
+        self._unplaced = 0
 
     def update(self, answers: Mapping[str, Sequence[tuple[Mapping[str, str], float]]]) -> Joined:
-        hosts = self._hosts
+        """Every answer at once: `begin`, `add` each metric's pairs, `finish`."""
+        self.begin()
+        for metric, pairs in answers.items():
+            self.add(metric, pairs)
+        return self.finish()
+
+    def begin(self) -> None:
+        """A new update: then `add` each answer as it is decoded (so that one answer's million label
+        dicts at 80,000 GPUs are freed before the next is decoded), then `finish`."""
         self._generation += 1
+        self._timed = False
+        self._counted = False
+        self._unplaced = 0
+
+    def add(self, metric: str, pairs: Iterable[tuple[Mapping[str, str], float]]) -> None:
+        """One metric's answer (SAMPLE_TIME's values being sample times): its values replace the last
+        ones; a GPU that no longer has the metric loses it."""
+        hosts = self._hosts
         generation = self._generation
-        timed = SAMPLE_TIME in answers
-        answered = [m for m in answers if m != SAMPLE_TIME]
-        for kept in hosts.values():
-            for earlier in kept.values():
-                values = earlier.values
-                for metric in answered:
-                    values.pop(metric, None)
-                if XID in answers:
-                    earlier.xid = None
-                if timed:
-                    earlier.mig = False
-        if timed:
+        is_time = metric == SAMPLE_TIME
+        if is_time:
+            self._timed = True
             self._newest = {}
+        else:
+            is_xid = metric == XID
+            for kept in hosts.values():
+                for earlier in kept.values():
+                    earlier.values.pop(metric, None)
+                    if is_xid:
+                        earlier.xid = None
+            if metric in COUNTERS or metric in NVLINK_COUNTERS:
+                self._counted = True
         newest = self._newest
         host_of_raw = self._host_of_raw
         host_label = self.host_label
         unplaced = 0
         labels_order = (host_label,) if host_label else HOST_LABELS
-        for metric, pairs in answers.items():
-            is_time = metric == SAMPLE_TIME
-            for labels, value in pairs:
-                raw = None
-                for label in labels_order:
-                    raw = labels.get(label)
-                    if raw:
-                        break
-                host = host_of_raw.get(raw) if type(raw) is str else None
-                if host is None and type(raw) is str and raw not in host_of_raw:
-                    host = host_of_raw[raw] = host_of(labels, host_label)
-                gpu_text = labels.get("gpu")
-                if host is None or type(gpu_text) is not str:
+        for labels, value in pairs:
+            raw = None
+            for label in labels_order:
+                raw = labels.get(label)
+                if raw:
+                    break
+            host = host_of_raw.get(raw) if type(raw) is str else None
+            if host is None and type(raw) is str and raw not in host_of_raw:
+                host = host_of_raw[raw] = host_of(labels, host_label)
+            gpu_text = labels.get("gpu")
+            if host is None or type(gpu_text) is not str:
+                unplaced += 1
+                continue
+            gpus = hosts.get(host)
+            if gpus is None:
+                if len(hosts) >= MAX_NODES:
                     unplaced += 1
                     continue
-                gpus = hosts.get(host)
-                if gpus is None:
-                    if len(hosts) >= MAX_NODES:
-                        unplaced += 1
-                        continue
-                    gpus = hosts[host] = {}
-                gpu = gpus.get(gpu_text)
-                if gpu is None:
-                    if not gpu_text.isdigit() or len(gpu_text) > 3 or len(gpus) >= MAX_GPUS_PER_NODE:
-                        unplaced += 1
-                        continue
-                    gpu = gpus[gpu_text] = _Gpu(int(gpu_text))
-                if is_time:
-                    gpu.seen = generation
-                    if value > newest.get(host, 0.0):
-                        newest[host] = value
-                    if labels.get(MIG_PROFILE_LABEL):
-                        gpu.mig = True
-                    _identity(gpu, labels)
+                gpus = hosts[host] = {}
+            gpu = gpus.get(gpu_text)
+            if gpu is None:
+                if not gpu_text.isdigit() or len(gpu_text) > 3 or len(gpus) >= MAX_GPUS_PER_NODE:
+                    unplaced += 1
                     continue
-                _take(gpu, metric, labels, value)
+                gpu = gpus[gpu_text] = _Gpu(int(gpu_text))
+            if labels.get(MIG_PROFILE_LABEL):
+                gpu.mig, gpu.mig_seen = True, generation
+            if is_time:
+                gpu.seen = generation
+                if value > newest.get(host, 0.0):
+                    newest[host] = value
+                _identity(gpu, labels)
+                continue
+            _take(gpu, metric, labels, value)
+        self._unplaced += unplaced
+
+    def finish(self) -> Joined:
+        """The nodes as the answers added since `begin` leave them."""
+        hosts = self._hosts
+        generation = self._generation
+        timed = self._timed
+        newest = self._newest
+        unplaced = self._unplaced
+        if timed:
+            # a GPU is under MIG while its series say so: as of the sample times' answer, which lists
+            # every GPU the store has
+            for kept in hosts.values():
+                for gpu in kept.values():
+                    if gpu.mig and gpu.mig_seen != generation:
+                        gpu.mig = False
         if timed:
             for host in list(hosts):
                 kept = hosts[host]
@@ -285,7 +320,7 @@ class DcgmJoiner:
                     del kept[text]
                 if not kept:
                     del hosts[host]
-        counted = any(m in answers for m in COUNTERS) or any(m in answers for m in NVLINK_COUNTERS)
+        counted = self._counted
         facts = self._facts
         nodes = {}
         for host, by_text in hosts.items():
@@ -326,8 +361,6 @@ def _identity(gpu: _Gpu, labels: Mapping[str, str]) -> None:
 
 
 def _take(gpu: _Gpu, metric: str, labels: Mapping[str, str], value: float) -> None:
-    if labels.get(MIG_PROFILE_LABEL):
-        gpu.mig = True
     if "UUID" in labels or "uuid" in labels or "modelName" in labels:  # an exporter's own series
         _identity(gpu, labels)
     if value != value or is_blank(value):  # NaN or DCGM's blank: no reading

@@ -364,9 +364,14 @@ class PrometheusSource:
     ) -> tuple[list[NodeSample], tuple[str, ...]]:
         """The answers decoded and joined (on the refresh's thread; the joiner is touched nowhere else)."""
         notes: list[str] = []
-        answered: dict[str, list[tuple[dict[str, str], float]]] = {}
+        answered = 0
+        joiner = self._joiner
         with _collector_paused():
-            for name, body in zip(names, bodies, strict=True):
+            joiner.begin()
+            # each answer joined as it is decoded, and let go before the next: at 80,000 GPUs one
+            # answer is some 80,000 label dicts, all of them together several hundred megabytes
+            for at, (name, body) in enumerate(zip(names, bodies, strict=True)):
+                bodies[at] = b""
                 try:
                     if isinstance(body, BaseException):
                         raise body
@@ -374,18 +379,21 @@ class PrometheusSource:
                 except StoreError as err:
                     notes.append(str(err))
                     continue
+                del body
+                answered += 1
                 if note:
                     notes.append(note)
-                answered[name] = found
+                if name in IB_METRICS:
+                    # the ports' answers kept between refreshes, as the joiner keeps the slow metrics: a
+                    # refresh that asks only for the states keeps the last rates
+                    self._ib_answers[name] = found
+                else:
+                    joiner.add(name, found)
+                del found
             if not answered:
                 why = notes[0] if notes else "no reason given"
                 raise StoreError(f"{self.store}: no query answered ({why})")
-            # the ports' answers kept between refreshes, as the joiner keeps the slow metrics: a refresh
-            # that asks only for the states keeps the last rates
-            for metric in IB_METRICS:
-                if metric in answered:
-                    self._ib_answers[metric] = answered.pop(metric)
-            joined = self._joiner.update(answered)
+            joined = joiner.finish()
             if any(metric in self._ib_answers for metric in IB_METRICS):
                 self._ib = ib_ports(self._ib_answers, self.config.host_label)
         nodes = [self._named(j.sample, now_s) for j in joined.nodes.values()]
