@@ -377,3 +377,49 @@ async def test_a_first_refresh_slower_than_the_deadline_is_not_lost() -> None:
     finally:
         await source.close()
         await runner.cleanup()
+
+
+def test_gpu_shards_put_every_index_a_node_can_have_in_exactly_one_part() -> None:
+    import re
+
+    from gputop.core.dcgm_join import MAX_GPUS_PER_NODE
+    from gputop.sources.prometheus import gpu_shards
+
+    assert gpu_shards(1) == [""]
+    for count in range(2, 17):
+        parts = [re.fullmatch(r'\{gpu=~"([0-9|]+)"\}', shard) for shard in gpu_shards(count)]
+        assert len(parts) == count and all(parts)
+        indices = sorted(int(i) for part in parts for i in part.group(1).split("|"))  # type: ignore[union-attr]
+        assert indices == list(range(MAX_GPUS_PER_NODE))
+
+
+@needs_vm
+async def test_a_refresh_asked_in_parts_joins_as_one_asked_whole(tmp_path: Path) -> None:
+    # a large fleet's answers come in parts by GPU index, so that no one answer holds the interpreter
+    # long while it is decoded: the parts join into the same nodes, MIG, identity and ages included
+    now_s = time.time()
+    sim = fleet(now_s, nodes=24)
+    answering = [n for n in sim.result().nodes if n.reachability is Reachability.OK]
+    with victoria_metrics(tmp_path) as store:
+        vm_import(store, exposition(answering, SITE_A, int(now_s * 1000)))
+        config = cluster_config(store.url, "gpu[001-024]", flavor="victoriametrics")
+        _whole, whole = await collect_once(config, now_s + 1)
+        parted = PrometheusSource(config, lambda: now_s + 1)
+        parted._shards = 3
+        await parted.start()
+        try:
+            queried: list[str] = []
+            post = parted.post
+
+            async def counting(session: object, url: str, form: dict[str, str], what: str) -> bytes:
+                queried.append(form["query"])
+                return await post(session, url, form, what)  # type: ignore[arg-type]
+
+            parted.post = counting  # type: ignore[method-assign]
+            in_parts = await parted.collect(now_s + 1)
+        finally:
+            await parted.close()
+    assert sum('gpu=~"0|3|6' in q for q in queried) > 5  # asked in parts
+    assert {n.name: n for n in in_parts.nodes} == {n.name: n for n in whole.nodes}  # type: ignore[attr-defined]
+    assert sum(len(n.gpus) for n in in_parts.nodes) == sum(len(n.gpus) for n in answering)
+    assert parted._shards == 1  # 192 GPUs: the next refresh asks whole again

@@ -224,6 +224,7 @@ class DcgmJoiner:
         self._timed = False  # the sample times were added: GPUs without one are gone
         self._counted = False  # a counter was added: the nodes' counter facts are worked out again
         self._unplaced = 0
+        self._added: set[str] = set()  # the metrics added since `begin`
 
     def update(self, answers: Mapping[str, Sequence[tuple[Mapping[str, str], float]]]) -> Joined:
         """Every answer at once: `begin`, `add` each metric's pairs, `finish`."""
@@ -239,17 +240,20 @@ class DcgmJoiner:
         self._timed = False
         self._counted = False
         self._unplaced = 0
+        self._added = set()
 
     def add(self, metric: str, pairs: Iterable[tuple[Mapping[str, str], float]]) -> None:
-        """One metric's answer (SAMPLE_TIME's values being sample times): its values replace the last
-        ones; a GPU that no longer has the metric loses it."""
+        """One metric's answer, or a part of it (SAMPLE_TIME's values being sample times): the update's
+        values replace the last ones; a GPU that no longer has the metric loses it."""
         hosts = self._hosts
         generation = self._generation
         is_time = metric == SAMPLE_TIME
-        if is_time:
+        first = metric not in self._added  # a store's answer may come in parts: the first clears
+        self._added.add(metric)
+        if is_time and first:
             self._timed = True
             self._newest = {}
-        else:
+        elif not is_time and first:
             is_xid = metric == XID
             for kept in hosts.values():
                 for earlier in kept.values():

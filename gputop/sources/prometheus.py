@@ -23,6 +23,7 @@ import contextlib
 import dataclasses
 import gc
 import logging
+import math
 import os
 import ssl
 import time
@@ -35,7 +36,15 @@ import aiohttp
 import orjson
 
 from gputop.core.config import ClusterConfig, PollConfig, PrometheusConfig
-from gputop.core.dcgm_join import JOIN_LABELS, METRICS, PLACE_LABELS, SAMPLE_TIME, SLOW_METRICS, DcgmJoiner
+from gputop.core.dcgm_join import (
+    JOIN_LABELS,
+    MAX_GPUS_PER_NODE,
+    METRICS,
+    PLACE_LABELS,
+    SAMPLE_TIME,
+    SLOW_METRICS,
+    DcgmJoiner,
+)
 from gputop.core.facts import NodeFacts
 from gputop.core.models import IbPort, NodeSample, Reachability, SourceResult, XidEvent
 from gputop.core.node_exporter_ib import IB_METRICS, PHYSICAL_STATE, PORT_LABELS, STATE, ib_ports
@@ -73,14 +82,34 @@ def store_name(config: PrometheusConfig) -> str:
     return f"{parts.scheme}://{host}" + (f":{parts.port}" if parts.port else "")
 
 
-def aggregated(metric: str) -> str:
-    """One series per GPU (or MIG instance) with only the labels that place it."""
-    return f"max by ({','.join(PLACE_LABELS)}) ({metric})"
+def aggregated(metric: str, selector: str = "") -> str:
+    """One series per GPU (or MIG instance) with only the labels that place it; ``selector``: which GPUs
+    (`gpu_shards`)."""
+    return f"max by ({','.join(PLACE_LABELS)}) ({metric}{selector})"
 
 
-def sample_times(with_identity: bool) -> str:
+def sample_times(with_identity: bool, selector: str = "") -> str:
     """When each GPU was last sampled; with its identity labels (UUID, model, PCI bus) where asked."""
-    return f"max by ({','.join(JOIN_LABELS if with_identity else PLACE_LABELS)}) (timestamp({TIME_QUERY}))"
+    labels = ",".join(JOIN_LABELS if with_identity else PLACE_LABELS)
+    return f"max by ({labels}) (timestamp({TIME_QUERY}{selector}))"
+
+
+# A large fleet's answers are asked in parts, by GPU index: at 80,000 GPUs one answer is some 6 MB of
+# JSON whose decoding holds the interpreter for some 50 ms (orjson is C and does not let go), during which
+# a key press waits. In parts of at most SHARD_GPUS GPUs each decode is a few milliseconds.
+SHARD_GPUS: Final = 10_000
+MAX_SHARDS: Final = 16
+
+
+def gpu_shards(count: int) -> list[str]:
+    """Label matchers that split the GPUs into ``count`` parts by index (index % count), every index a
+    node can have in exactly one; [""] for one part."""
+    if count <= 1:
+        return [""]
+    return [
+        '{gpu=~"' + "|".join(str(i) for i in range(MAX_GPUS_PER_NODE) if i % count == part) + '"}'
+        for part in range(count)
+    ]
 
 
 # The slow metrics (limits, row-remap state, clock-event reasons) and the GPUs' identity are asked every
@@ -216,6 +245,7 @@ class PrometheusSource:
         self._ib: dict[str, tuple[IbPort, ...]] = {}  # by host, from the answers below
         self._ib_answers: dict[str, list[tuple[dict[str, str], float]]] = {}
         self._refreshes = 0
+        self._shards = 1  # the parts each metric is asked in (gpu_shards), from the last refresh's GPUs
         # A store's series are as old as the exporters' last scrape (15-30 s at most sites) plus this
         # source's own cadence: a node is stale only past two refreshes and a scrape, down past four.
         self.stale_after_s = 2 * self.config.interval_s + 30.0
@@ -339,13 +369,19 @@ class PrometheusSource:
         url = query_url(self.config)
         slow = self._refreshes % SLOW_EVERY == 0
         self._refreshes += 1
-        queries = {metric: aggregated(metric) for metric in METRICS if slow or metric not in SLOW_METRICS}
-        queries[SAMPLE_TIME] = sample_times(with_identity=slow)
+        queries: list[tuple[str, str]] = []  # (metric, query)
+        for selector in gpu_shards(self._shards):
+            queries += [
+                (metric, aggregated(metric, selector))
+                for metric in METRICS
+                if slow or metric not in SLOW_METRICS
+            ]
+            queries.append((SAMPLE_TIME, sample_times(slow, selector)))
         # node_exporter's InfiniBand ports, where the store has them: states every time, rates slowly
         for metric in IB_METRICS if slow else (STATE, PHYSICAL_STATE):
-            queries[metric] = f"max by ({','.join(PORT_LABELS)}) ({metric})"
+            queries.append((metric, f"max by ({','.join(PORT_LABELS)}) ({metric})"))
         bodies = await asyncio.gather(
-            *(self.post(session, url, {"query": text}, name) for name, text in queries.items()),
+            *(self.post(session, url, {"query": text}, name) for name, text in queries),
             return_exceptions=True,
         )
         for body in bodies:
@@ -354,7 +390,11 @@ class PrometheusSource:
         # Decoding and joining a million values takes seconds of CPU at 80,000 GPUs: on a thread of its
         # own, so the event loop (keys, painting) gets the interpreter every few milliseconds meanwhile.
         self.last_answers_wall_s = time.monotonic() - started
-        nodes, warnings = await asyncio.to_thread(self._digest, list(queries), bodies, now_s)
+        names = [metric for metric, _query in queries]
+        nodes, warnings = await asyncio.to_thread(self._digest, names, bodies, now_s)
+        # the next refresh asks in as many parts as this one's GPUs call for
+        gpus = sum(len(node.gpus) for node in nodes)
+        self._shards = min(MAX_SHARDS, max(1, math.ceil(gpus / SHARD_GPUS)))
         self.warnings = warnings
         self.last_refresh_wall_s = time.monotonic() - started
         return SourceResult(tuple(nodes))
