@@ -11,10 +11,10 @@ later than the one before, so every refresh brings new values, as a real fleet's
 What it prints, beside the issue's targets:
 - UI CPU per view (apply + repaint, on the event loop's thread), for the views a refresh brings and for
   the ticks between refreshes, which change only the data's age;
-- key press to painted frame, over the whole run (refreshes, their decoding on a worker thread and the
+- key press to painted frame, over the whole run (refreshes, their decoding in the worker process and the
   views they bring included);
 - each refresh's wall time and CPU, as a share of a core at the cadence;
-- RSS at the end.
+- RSS at the end, and the peak of the process that decodes the store's answers.
 """
 
 from __future__ import annotations
@@ -244,6 +244,7 @@ async def run(args: argparse.Namespace, url: str) -> dict[str, Any]:
             nodes_ok=sum(1 for n in app.view.snapshot.nodes if n.reachability is Reachability.OK),
         )
         found["rss_mb"], found["hwm_mb"] = rss_mb()
+        found["worker_hwm_mb"] = getattr(source, "worker_peak_rss_mb", 0.0)
         app.exit()
     return found
 
@@ -324,6 +325,7 @@ def main() -> int:
         Row("   of which the store's answers (median)", ms(answers), "ms"),
         Row("RSS at the end", found["rss_mb"], "MB", TARGET_RSS_MB),
         Row("   peak RSS (VmHWM)", found["hwm_mb"], "MB"),
+        Row("peak RSS of the process decoding the answers", found["worker_hwm_mb"], "MB"),
     ]
     print_table(rows, {"ms": "{:.2f} ms", "MB": "{:.1f} MB"})
     return 0

@@ -33,7 +33,6 @@ from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit
 
 import aiohttp
-import orjson
 
 from gputop.core.config import ClusterConfig, PollConfig, PrometheusConfig
 from gputop.core.dcgm_join import (
@@ -43,12 +42,15 @@ from gputop.core.dcgm_join import (
     PLACE_LABELS,
     SAMPLE_TIME,
     SLOW_METRICS,
-    DcgmJoiner,
 )
-from gputop.core.facts import NodeFacts
+from gputop.core.facts import NO_FACTS, NodeFacts
 from gputop.core.models import IbPort, NodeSample, Reachability, SourceResult, XidEvent
-from gputop.core.node_exporter_ib import IB_METRICS, PHYSICAL_STATE, PORT_LABELS, STATE, ib_ports
-from gputop.sources.prometheus_history import MAX_LABELS, past_hour
+from gputop.core.node_exporter_ib import IB_METRICS, PHYSICAL_STATE, PORT_LABELS, STATE
+from gputop.sources.digest_worker import DigestWorker, WorkerGone
+from gputop.sources.prometheus_history import past_hour
+from gputop.sources.store_answers import Digest, StoreError, parse_vector
+
+__all__ = ["PrometheusSource", "StoreError", "parse_vector"]
 
 if TYPE_CHECKING:
     from gputop.sources.ssh import SshSource
@@ -58,10 +60,6 @@ log = logging.getLogger(__name__)
 MAX_RESPONSE_BYTES: Final = 256 * 1024 * 1024  # 80,000 GPUs x a dozen metrics, with room
 TIME_QUERY: Final = "DCGM_FI_DEV_FB_USED"  # in every dcgm-exporter default field list
 TENANT_HEADERS: Final = {"thanos": "THANOS-TENANT", "mimir": "X-Scope-OrgID"}
-
-
-class StoreError(Exception):
-    """The store could not be asked or did not answer as a Prometheus API does (safe to show)."""
 
 
 def query_url(config: PrometheusConfig) -> str:
@@ -112,6 +110,9 @@ def gpu_shards(count: int) -> list[str]:
     ]
 
 
+# A worker that fails this many refreshes running is given up: the answers are then read in this process.
+MAX_WORKER_FAILURES: Final = 3
+
 # The slow metrics (limits, row-remap state, clock-event reasons) and the GPUs' identity are asked every
 # SLOW_EVERY refreshes: half the queries, and half the series to read, of most refreshes.
 SLOW_EVERY: Final = 4
@@ -161,57 +162,6 @@ def tls_for(config: PrometheusConfig) -> ssl.SSLContext | None:
     return context
 
 
-def parse_vector(body: bytes, metric: str) -> tuple[list[tuple[dict[str, str], float]], str | None]:
-    """An instant query's answer: (labels, value) per series, and a note on a partial answer."""
-    try:
-        document = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        raise StoreError(f"{metric}: the answer is not JSON") from None
-    if not isinstance(document, dict):
-        raise StoreError(f"{metric}: the answer is not a Prometheus API document")
-    if document.get("status") != "success":
-        kind = str(document.get("errorType", "error"))[:40]
-        words = str(document.get("error", ""))[:200]
-        raise StoreError(f"{metric}: the store answered {kind}: {words}")
-    data = document.get("data")
-    if (
-        not isinstance(data, dict)
-        or data.get("resultType") != "vector"
-        or not isinstance(data.get("result"), list)
-    ):
-        raise StoreError(f"{metric}: the answer holds no instant vector")
-    result = data["result"]
-    try:
-        # the labels as decoded, no copy (a refresh holds about a million); values checked where read
-        found = [
-            (labels, float(entry["value"][1]))
-            for entry in result
-            if type(labels := entry["metric"]) is dict and len(labels) <= MAX_LABELS
-        ]
-    except (TypeError, ValueError, KeyError, IndexError):
-        found = _one_by_one(result)
-    warnings = document.get("warnings")
-    note = (
-        f"{metric}: partial answer ({str(warnings[0])[:120]})"
-        if isinstance(warnings, list) and warnings
-        else None
-    )
-    return found, note
-
-
-def _one_by_one(result: list[object]) -> list[tuple[dict[str, str], float]]:
-    """The answer's series one at a time: an entry that is not a series is left out (a damaged answer)."""
-    found = []
-    for entry in result:
-        try:
-            labels = entry["metric"]  # type: ignore[index]
-            if type(labels) is dict and len(labels) <= MAX_LABELS:
-                found.append((labels, float(entry["value"][1])))  # type: ignore[index]
-        except (TypeError, ValueError, KeyError, IndexError):
-            continue
-    return found
-
-
 class PrometheusSource:
     name = "prometheus"
 
@@ -240,10 +190,16 @@ class PrometheusSource:
         # the first sight of each GPU's last Xid (dcgm-exporter keeps the value, not its time)
         self._xid_seen: dict[tuple[str, int, int], float] = {}
         self._names = {name.lower(): name for name in cluster.node_names}
-        self._joiner = DcgmJoiner(self.config.host_label)
         self._history: list[tuple[float, SourceResult]] = []
-        self._ib: dict[str, tuple[IbPort, ...]] = {}  # by host, from the answers below
-        self._ib_answers: dict[str, list[tuple[dict[str, str], float]]] = {}
+        # The answers are decoded and joined by a process of its own (gputop.sources.digest_worker);
+        # where it cannot be started, by this one's Digest on a thread (and said in the warnings).
+        self._worker: DigestWorker | None = None
+        self._local: Digest | None = None
+        self._local_why = ""  # why the answers are read in this process
+        self.worker_cpu_s = 0.0  # the worker's CPU so far (its processes', this source's life)
+        self.worker_peak_rss_mb = 0.0
+        self._worker_cpu_before_s = 0.0  # of workers that ended
+        self._worker_failures = 0  # in a row
         self._refreshes = 0
         self._shards = 1  # the parts each metric is asked in (gpu_shards), from the last refresh's GPUs
         # A store's series are as old as the exporters' last scrape (15-30 s at most sites) plus this
@@ -294,7 +250,12 @@ class PrometheusSource:
         past, said = await past_hour(post, now_s, gpus, self.config.host_label)
         self.history_note = said
         return [
-            (at_s, SourceResult(tuple(self._named(j.sample, at_s) for j in joined.nodes.values())))
+            (
+                at_s,
+                SourceResult(
+                    tuple(self._named(j.sample, at_s, j.sample.facts, ()) for j in joined.nodes.values())
+                ),
+            )
             for at_s, joined in past
         ]
 
@@ -380,6 +341,93 @@ class PrometheusSource:
         # node_exporter's InfiniBand ports, where the store has them: states every time, rates slowly
         for metric in IB_METRICS if slow else (STATE, PHYSICAL_STATE):
             queries.append((metric, f"max by ({','.join(PORT_LABELS)}) ({metric})"))
+        worker = await self._worker_for_refresh()
+        if worker is None:
+            nodes, warnings = await self._refresh_here(session, url, queries, now_s, started)
+        else:
+            try:
+                nodes, warnings = await self._refresh_by(worker, session, url, queries, now_s, started)
+            except BaseException as err:
+                # the worker's state is the refresh's half: a new one, asked for every metric, next time
+                self._worker = None
+                self._refreshes = 0
+                self._worker_cpu_before_s = self.worker_cpu_s
+                await worker.stop()
+                if isinstance(err, WorkerGone):
+                    self._worker_failures += 1
+                    if self._worker_failures >= MAX_WORKER_FAILURES:
+                        self._local_why = f"answers read in gputop's own process ({err})"
+                        self._local = Digest(self.config.host_label, self.store)
+                raise
+            self._worker_failures = 0
+        # the next refresh asks in as many parts as this one's GPUs call for
+        gpus = sum(len(node.gpus) for node in nodes)
+        self._shards = min(MAX_SHARDS, max(1, math.ceil(gpus / SHARD_GPUS)))
+        self.warnings = warnings + ((self._local_why,) if self._local_why else ())
+        self.last_refresh_wall_s = time.monotonic() - started
+        return SourceResult(tuple(nodes))
+
+    async def _worker_for_refresh(self) -> DigestWorker | None:
+        """The worker, started where there is none; None: this process reads the answers."""
+        if self._worker is not None or self._local is not None:
+            return self._worker
+        try:
+            self._worker = await DigestWorker.start(self.config.host_label, self.store)
+        except OSError as err:
+            log.warning("the store's answers are read in gputop's own process: %s", err)
+            self._local_why = f"answers read in gputop's own process (no worker: {err.strerror or err})"
+            self._local = Digest(self.config.host_label, self.store)
+        return self._worker
+
+    async def _refresh_by(
+        self,
+        worker: DigestWorker,
+        session: aiohttp.ClientSession,
+        url: str,
+        queries: list[tuple[str, str]],
+        now_s: float,
+        started: float,
+    ) -> tuple[list[NodeSample], tuple[str, ...]]:
+        """The answers handed to the worker as each arrives, then its nodes read back, a frame of them
+        at a time with the event loop running between."""
+        await worker.begin()
+
+        async def ask(metric: str, query: str) -> None:
+            try:
+                body = await self.post(session, url, {"query": query}, metric)
+            except StoreError as err:
+                await worker.failed(str(err))
+                return
+            await worker.answer(metric, body)
+
+        await asyncio.gather(*(ask(metric, query) for metric, query in queries))
+        self.last_answers_wall_s = time.monotonic() - started
+        nodes: list[NodeSample] = []
+        async for items in worker.finish():
+            with _collector_paused():
+                for bare, _facts, _ports in items:
+                    host = bare.name
+                    facts = worker.facts.get(host, NO_FACTS)
+                    if facts is not NO_FACTS and facts == NO_FACTS:
+                        facts = worker.facts[host] = NO_FACTS  # one shared, as in this process
+                    nodes.append(self._named(bare, now_s, facts, worker.ports.get(host, ())))
+            await asyncio.sleep(0)
+        done = worker.done
+        if done is not None:
+            self.worker_cpu_s = self._worker_cpu_before_s + done.cpu_s
+            self.worker_peak_rss_mb = max(self.worker_peak_rss_mb, done.peak_rss_mb)
+        self._add_missing(nodes)
+        return nodes, done.notes if done is not None else ()
+
+    async def _refresh_here(
+        self,
+        session: aiohttp.ClientSession,
+        url: str,
+        queries: list[tuple[str, str]],
+        now_s: float,
+        started: float,
+    ) -> tuple[list[NodeSample], tuple[str, ...]]:
+        """The answers read in this process, on a thread (where no worker can be started)."""
         bodies = await asyncio.gather(
             *(self.post(session, url, {"query": text}, name) for name, text in queries),
             return_exceptions=True,
@@ -387,62 +435,39 @@ class PrometheusSource:
         for body in bodies:
             if isinstance(body, BaseException) and not isinstance(body, StoreError):
                 raise body
-        # Decoding and joining a million values takes seconds of CPU at 80,000 GPUs: on a thread of its
-        # own, so the event loop (keys, painting) gets the interpreter every few milliseconds meanwhile.
         self.last_answers_wall_s = time.monotonic() - started
         names = [metric for metric, _query in queries]
-        nodes, warnings = await asyncio.to_thread(self._digest, names, bodies, now_s)
-        # the next refresh asks in as many parts as this one's GPUs call for
-        gpus = sum(len(node.gpus) for node in nodes)
-        self._shards = min(MAX_SHARDS, max(1, math.ceil(gpus / SHARD_GPUS)))
-        self.warnings = warnings
-        self.last_refresh_wall_s = time.monotonic() - started
-        return SourceResult(tuple(nodes))
+        return await asyncio.to_thread(self._digest, names, bodies, now_s)
 
     def _digest(
         self, names: list[str], bodies: list[bytes | BaseException], now_s: float
     ) -> tuple[list[NodeSample], tuple[str, ...]]:
-        """The answers decoded and joined (on the refresh's thread; the joiner is touched nowhere else)."""
-        notes: list[str] = []
-        answered = 0
-        joiner = self._joiner
+        """The answers decoded and joined in this process (its Digest is touched nowhere else)."""
+        if self._local is None:
+            self._local = Digest(self.config.host_label, self.store)
+        digest = self._local
         with _collector_paused():
-            joiner.begin()
-            # each answer joined as it is decoded, and let go before the next: at 80,000 GPUs one
-            # answer is some 80,000 label dicts, all of them together several hundred megabytes
+            digest.begin()
             for at, (name, body) in enumerate(zip(names, bodies, strict=True)):
-                bodies[at] = b""
-                try:
-                    if isinstance(body, BaseException):
-                        raise body
-                    found, note = parse_vector(body, name)
-                except StoreError as err:
-                    notes.append(str(err))
-                    continue
-                del body
-                answered += 1
-                if note:
-                    notes.append(note)
-                if name in IB_METRICS:
-                    # the ports' answers kept between refreshes, as the joiner keeps the slow metrics: a
-                    # refresh that asks only for the states keeps the last rates
-                    self._ib_answers[name] = found
+                bodies[at] = b""  # each answer let go once it is joined
+                if isinstance(body, BaseException):
+                    digest.failed(str(body))
                 else:
-                    joiner.add(name, found)
-                del found
-            if not answered:
-                why = notes[0] if notes else "no reason given"
-                raise StoreError(f"{self.store}: no query answered ({why})")
-            joined = joiner.finish()
-            if any(metric in self._ib_answers for metric in IB_METRICS):
-                self._ib = ib_ports(self._ib_answers, self.config.host_label)
-        nodes = [self._named(j.sample, now_s) for j in joined.nodes.values()]
+                    digest.add(name, body)
+                del body
+            samples, notes = digest.finish()
+        ports = digest.ib
+        nodes = [self._named(s, now_s, s.facts, ports.get(s.name, ())) for s in samples]
+        self._add_missing(nodes)
+        return nodes, notes
+
+    def _add_missing(self, nodes: list[NodeSample]) -> None:
+        """The nodes the config lists and the store has no series for, DOWN and saying so."""
         seen = {n.name for n in nodes}
         for name in self.cluster.node_names:
             if name not in seen:
                 why = f"no dcgm-exporter series for {name} in {self.store}"
                 nodes.append(NodeSample(name, Reachability.DOWN, None, error=why))
-        return nodes, tuple(notes) + joined.notes
 
     async def post(self, session: aiohttp.ClientSession, url: str, form: dict[str, str], what: str) -> bytes:
         """One API call's answer, whole and bounded; StoreError saying what went wrong, never a secret."""
@@ -471,23 +496,23 @@ class PrometheusSource:
             raise StoreError(f"cannot reach {self.store}: {_reason(err)}") from None
         return body
 
-    def _named(self, sample: NodeSample, now_s: float) -> NodeSample:
-        """The store's host as the cluster names the node (case as configured), and each GPU's last Xid
-        dated by its first sight."""
+    def _named(
+        self, sample: NodeSample, now_s: float, facts: NodeFacts, ports: tuple[IbPort, ...]
+    ) -> NodeSample:
+        """The store's host as the cluster names the node (case as configured), with its facts and IB
+        ports, and each GPU's last Xid dated by its first sight."""
         name = self._names.get(sample.name, sample.name)
         xids = tuple(self._dated(name, e, now_s) for e in sample.xid_events)
-        expected = self.cluster.gpus_per_node
-        ports = self._ib.get(sample.name, ())
         return NodeSample(
             name,
             sample.reachability,
             sample.sampled_at_s,
             sample.gpus,
-            expected,
+            self.cluster.gpus_per_node,
             None,
             ports,
             xids,
-            sample.facts,
+            facts,
             not_exported=sample.not_exported,
         )
 
@@ -501,6 +526,12 @@ class PrometheusSource:
             await self._deep.close()
         if self._refreshing is not None:
             self._refreshing.cancel()
+            await asyncio.wait({self._refreshing})  # its worker stopped with it
+            if not self._refreshing.cancelled():
+                self._refreshing.exception()  # said by the poller, or moot at the end
+        if self._worker is not None:
+            await self._worker.stop()
+            self._worker = None
         if self._session is not None:
             await self._session.close()
 

@@ -1,0 +1,126 @@
+"""A Prometheus-compatible store's answers read: each instant query's JSON decoded (orjson) and its series
+joined into samples, answer by answer, with what is kept between refreshes (the slow metrics' last values,
+the InfiniBand ports' last rates).
+
+Neither I/O nor aiohttp: the source runs it in a process of its own (gputop.sources.digest_worker), where
+seconds of decoding at 80,000 GPUs do not hold the interpreter the screen is drawn by, or on a thread of
+the source's when that process cannot be started.
+"""
+
+from __future__ import annotations
+
+import orjson
+
+from gputop.core.dcgm_join import DcgmJoiner
+from gputop.core.models import IbPort, NodeSample
+from gputop.core.node_exporter_ib import IB_METRICS, ib_ports
+from gputop.sources.prometheus_history import MAX_LABELS
+
+
+class StoreError(Exception):
+    """The store could not be asked or did not answer as a Prometheus API does (safe to show)."""
+
+
+def parse_vector(body: bytes, metric: str) -> tuple[list[tuple[dict[str, str], float]], str | None]:
+    """An instant query's answer: (labels, value) per series, and a note on a partial answer."""
+    try:
+        document = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        raise StoreError(f"{metric}: the answer is not JSON") from None
+    if not isinstance(document, dict):
+        raise StoreError(f"{metric}: the answer is not a Prometheus API document")
+    if document.get("status") != "success":
+        kind = str(document.get("errorType", "error"))[:40]
+        words = str(document.get("error", ""))[:200]
+        raise StoreError(f"{metric}: the store answered {kind}: {words}")
+    data = document.get("data")
+    if (
+        not isinstance(data, dict)
+        or data.get("resultType") != "vector"
+        or not isinstance(data.get("result"), list)
+    ):
+        raise StoreError(f"{metric}: the answer holds no instant vector")
+    result = data["result"]
+    try:
+        # the labels as decoded, no copy (a refresh holds about a million); values checked where read
+        found = [
+            (labels, float(entry["value"][1]))
+            for entry in result
+            if type(labels := entry["metric"]) is dict and len(labels) <= MAX_LABELS
+        ]
+    except (TypeError, ValueError, KeyError, IndexError):
+        found = _one_by_one(result)
+    warnings = document.get("warnings")
+    note = (
+        f"{metric}: partial answer ({str(warnings[0])[:120]})"
+        if isinstance(warnings, list) and warnings
+        else None
+    )
+    return found, note
+
+
+def _one_by_one(result: list[object]) -> list[tuple[dict[str, str], float]]:
+    """The answer's series one at a time: an entry that is not a series is left out (a damaged answer)."""
+    found = []
+    for entry in result:
+        try:
+            labels = entry["metric"]  # type: ignore[index]
+            if type(labels) is dict and len(labels) <= MAX_LABELS:
+                found.append((labels, float(entry["value"][1])))  # type: ignore[index]
+        except (TypeError, ValueError, KeyError, IndexError):
+            continue
+    return found
+
+
+class Digest:
+    """One refresh's answers, added as each arrives (`begin`, `add` or `failed` per query, `finish`), and
+    what stays between refreshes. Each answer is joined as soon as it is decoded and let go before the
+    next: at 80,000 GPUs one answer is some 80,000 label dicts, all of them together several hundred
+    megabytes."""
+
+    def __init__(self, host_label: str | None, store: str) -> None:
+        self.host_label = host_label
+        self.store = store  # as messages name it (scheme, host, port)
+        self.joiner = DcgmJoiner(host_label)
+        # the ports' answers kept between refreshes, as the joiner keeps the slow metrics: a refresh that
+        # asks only for the states keeps the last rates
+        self._ib_answers: dict[str, list[tuple[dict[str, str], float]]] = {}
+        self.ib: dict[str, tuple[IbPort, ...]] = {}  # by host, as of the last refresh
+        self._notes: list[str] = []
+        self._answered = 0
+
+    def begin(self) -> None:
+        self.joiner.begin()
+        self._notes = []
+        self._answered = 0
+
+    def add(self, metric: str, body: bytes) -> None:
+        """One query's answer (a StoreError in it becomes a note: the other answers still read)."""
+        try:
+            found, note = parse_vector(body, metric)
+        except StoreError as err:
+            self._notes.append(str(err))
+            return
+        del body
+        self._answered += 1
+        if note:
+            self._notes.append(note)
+        if metric in IB_METRICS:
+            self._ib_answers[metric] = found
+        else:
+            self.joiner.add(metric, found)
+
+    def failed(self, why: str) -> None:
+        """A query that got no answer (said in the refresh's notes)."""
+        self._notes.append(why)
+
+    def finish(self) -> tuple[list[NodeSample], tuple[str, ...]]:
+        """The nodes as the store's hosts name them, and the notes on what could not be read; StoreError
+        when no query answered at all."""
+        if not self._answered:
+            why = self._notes[0] if self._notes else "no reason given"
+            raise StoreError(f"{self.store}: no query answered ({why})")
+        joined = self.joiner.finish()
+        if any(metric in self._ib_answers for metric in IB_METRICS):
+            self.ib = ib_ports(self._ib_answers, self.host_label)
+        return [j.sample for j in joined.nodes.values()], tuple(self._notes) + joined.notes
