@@ -225,3 +225,34 @@ def test_a_gpu_is_under_mig_while_any_answer_says_so_whichever_comes_first() -> 
         for metric in order:
             joiner.add(metric, answers[metric])
         assert joiner.finish().nodes["a"].sample.gpus[0].mig_enabled is True, order
+
+
+def test_the_sample_builder_reads_every_gauge_into_its_field_at_its_scale() -> None:
+    """_sample reads the gauges written out by name, for speed: each of GAUGES lands in its field."""
+    from gputop.core.dcgm_join import GAUGES, _Gpu, _sample
+
+    gpu = _Gpu(0, "gpu001")
+    for at, metric in enumerate(GAUGES):
+        gpu.values[metric] = float(at + 1)
+    sample = _sample(gpu)
+    for at, (field_name, scale) in enumerate(GAUGES.values()):
+        assert getattr(sample, field_name) == (at + 1) * scale, field_name
+
+
+def test_the_memory_total_is_worked_out_when_free_memory_is_read_and_kept_between() -> None:
+    """Free memory is a slow metric: the total comes from used and free read together, and an update
+    that reads only the used memory keeps that total (not used + an older free)."""
+    from gputop.core.dcgm_join import FB_FREE, SAMPLE_TIME, SLOW_METRICS, DcgmJoiner
+
+    assert FB_FREE in SLOW_METRICS
+    place = {"Hostname": "gpu001", "gpu": "0"}
+    joiner = DcgmJoiner()
+    first = joiner.update(
+        {SAMPLE_TIME: [(place, 1.0)], "DCGM_FI_DEV_FB_USED": [(place, 10.0)], FB_FREE: [(place, 90.0)]}
+    )
+    assert first.nodes["gpu001"].sample.gpus[0].mem_total_mib == 100.0
+    later = joiner.update({SAMPLE_TIME: [(place, 2.0)], "DCGM_FI_DEV_FB_USED": [(place, 30.0)]})
+    (gpu,) = later.nodes["gpu001"].sample.gpus
+    assert (gpu.mem_used_mib, gpu.mem_total_mib) == (30.0, 100.0)
+    gone = joiner.update({SAMPLE_TIME: [(place, 3.0)], "DCGM_FI_DEV_FB_USED": [(place, 30.0)], FB_FREE: []})
+    assert gone.nodes["gpu001"].sample.gpus[0].mem_total_mib is None  # free no longer exported

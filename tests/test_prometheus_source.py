@@ -423,3 +423,44 @@ async def test_a_refresh_asked_in_parts_joins_as_one_asked_whole(tmp_path: Path)
     assert {n.name: n for n in in_parts.nodes} == {n.name: n for n in whole.nodes}  # type: ignore[attr-defined]
     assert sum(len(n.gpus) for n in in_parts.nodes) == sum(len(n.gpus) for n in answering)
     assert parted._shards == 1  # 192 GPUs: the next refresh asks whole again
+
+
+@needs_vm
+async def test_the_profiling_utilization_is_asked_only_where_the_device_s_is_missing(tmp_path: Path) -> None:
+    """Most sites export both utilizations: the store answers the profiling one only for the GPUs
+    without a device reading, and every GPU still has its utilization."""
+    now_s = time.time()
+    sim = fleet(now_s, nodes=8)
+    answering = [n for n in sim.result().nodes if n.reachability is Reachability.OK]
+    both = ExporterStyle(profiling=True)
+    time_ms = int(now_s * 1000)
+    text_both, text_b = exposition(answering[:4], both, time_ms), exposition(answering[4:], SITE_B, time_ms)
+    text = text_both + text_b
+    with victoria_metrics(tmp_path) as store:
+        vm_import(store, text)
+        config = cluster_config(store.url, "gpu[001-008]", flavor="victoriametrics")
+        source = PrometheusSource(config, lambda: now_s + 1)
+        await source.start()
+        try:
+            counts: dict[str, int] = {}
+            post = source.post
+
+            async def counting(session: object, url: str, form: dict[str, str], what: str) -> bytes:
+                body = await post(session, url, form, what)  # type: ignore[arg-type]
+                counts[what] = counts.get(what, 0) + len(parse_vector(body, what)[0])
+                return body
+
+            source.post = counting  # type: ignore[method-assign]
+            result = await source.collect(now_s + 1)
+        finally:
+            await source.close()
+
+    def profiling_series(text: str) -> int:
+        return sum(line.startswith("DCGM_FI_PROF_GR_ENGINE_ACTIVE{") for line in text.splitlines())
+
+    assert profiling_series(text_both) > 0  # in the store, and not asked for:
+    assert counts["DCGM_FI_PROF_GR_ENGINE_ACTIVE"] == profiling_series(text_b) > 0
+    by_name = {n.name: n for n in result.nodes}
+    for node in answering:
+        got = by_name[node.name].gpus
+        assert [g.util_pct for g in got] == pytest.approx([g.util_pct for g in node.gpus], abs=0.01)

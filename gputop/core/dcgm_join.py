@@ -18,13 +18,14 @@ Pure: series in, samples out.
 
 from __future__ import annotations
 
+import operator
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final, NamedTuple
 
 from gputop.core.facts import NO_FACTS, UNREAD, NodeFacts, Reading
-from gputop.core.models import GpuSample, NodeSample, Reachability, XidEvent
+from gputop.core.models import GpuSample, NodeSample, Reachability, XidEvent, new_gpu_sample
 from gputop.core.parsers.nvlink_errors import GpuLinkErrors, LinkErrors, NvlinkErrors
 from gputop.core.parsers.query_gpu import NOT_THROTTLING, THROTTLE_REASON_BITS
 from gputop.core.parsers.smi_counters import GpuCounters, SmiCounters
@@ -83,10 +84,12 @@ NVLINK_COUNTERS: Final[Mapping[str, str]] = {
 }
 
 # what changes seldom: asked less often than the readings by a source that refreshes (the Xid, ECC and the
-# readings are asked every time)
+# readings are asked every time). Free memory changes, but it is read only for the GPU's total, which
+# does not: the total is worked out when free memory is read, with the used memory of the same update.
 SLOW_METRICS: Final = frozenset(
     {
         "DCGM_FI_DEV_MEM_COPY_UTIL",
+        FB_FREE,
         "DCGM_FI_DEV_POWER_MGMT_LIMIT",
         "DCGM_FI_DEV_MAX_SM_CLOCK",
         FB_RESERVED,
@@ -133,12 +136,14 @@ SAMPLE_TIME: Final = "@time"
 @dataclass(slots=True)
 class _Gpu:
     index: int
+    host: str
     values: dict[str, float] = field(default_factory=dict)
     labels: dict[str, str] = field(default_factory=dict)
     mig: bool = False
     mig_seen: int = 0  # the joiner's last update with a series that says the GPU is under MIG
     xid: int | None = None  # the last Xid the exporter reports
     seen: int = 0  # the joiner's last update with a sample time for it
+    mem_total_mib: float | None = None  # used + free + reserved, as of the last update that read free
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,12 +216,15 @@ class DcgmJoiner:
     drops the GPUs it has none for (an exporter gone from the store).
 
     About a million pairs a refresh at 80,000 GPUs: each host's name is worked out once and each GPU is
-    found by its label's text."""
+    found by its labels' text in one look-up."""
 
     def __init__(self, host_label: str | None = None) -> None:
         self.host_label = host_label
         self._hosts: dict[str, dict[str, _Gpu]] = {}
         self._host_of_raw: dict[str, str | None] = {}
+        # each GPU by the raw text of its series' host label and its gpu label: most series are found
+        # with this one look-up (forgotten whenever a GPU is dropped, and filled again as series come)
+        self._gpu_at: dict[tuple[object, object], _Gpu] = {}
         self._newest: dict[str, float] = {}
         self._generation = 0
         self._facts: dict[str, NodeFacts] = {}  # by host: kept while no counter is asked
@@ -263,45 +271,78 @@ class DcgmJoiner:
             if metric in COUNTERS or metric in NVLINK_COUNTERS:
                 self._counted = True
         newest = self._newest
-        host_of_raw = self._host_of_raw
-        host_label = self.host_label
+        gpu_at = self._gpu_at
+        generation_time = generation if is_time else 0
+        plain = not is_time and metric != XID and metric != PROFILE_UTIL
+        labels_order = (self.host_label,) if self.host_label else HOST_LABELS
+        first_label, other_labels = labels_order[0], labels_order[1:]
         unplaced = 0
-        labels_order = (host_label,) if host_label else HOST_LABELS
         for labels, value in pairs:
-            raw = None
-            for label in labels_order:
-                raw = labels.get(label)
-                if raw:
-                    break
-            host = host_of_raw.get(raw) if type(raw) is str else None
-            if host is None and type(raw) is str and raw not in host_of_raw:
-                host = host_of_raw[raw] = host_of(labels, host_label)
+            # the hot loop: a million series a refresh at 80,000 GPUs, most of them found in gpu_at
+            raw = labels.get(first_label)
+            if not raw:
+                for label in other_labels:
+                    raw = labels.get(label)
+                    if raw:
+                        break
             gpu_text = labels.get("gpu")
-            if host is None or type(gpu_text) is not str:
-                unplaced += 1
-                continue
-            gpus = hosts.get(host)
-            if gpus is None:
-                if len(hosts) >= MAX_NODES:
-                    unplaced += 1
-                    continue
-                gpus = hosts[host] = {}
-            gpu = gpus.get(gpu_text)
+            try:
+                gpu = gpu_at.get((raw, gpu_text))
+            except TypeError:  # a label that is not text (a damaged answer): the slow path says no
+                gpu = None
             if gpu is None:
-                if not gpu_text.isdigit() or len(gpu_text) > 3 or len(gpus) >= MAX_GPUS_PER_NODE:
+                gpu = self._place(labels, raw, gpu_text)
+                if gpu is None:
                     unplaced += 1
                     continue
-                gpu = gpus[gpu_text] = _Gpu(int(gpu_text))
             if labels.get(MIG_PROFILE_LABEL):
                 gpu.mig, gpu.mig_seen = True, generation
-            if is_time:
-                gpu.seen = generation
+            if plain and _IDENTITY_KEYS.isdisjoint(labels):
+                # a reading, not DCGM's blank or NaN (is_blank, written out: this runs a million times)
+                if (
+                    value == value
+                    and value < 9.2233720368547748e18
+                    and not (2147483632.0 <= value <= 2147483647.0 and value.is_integer())
+                    and not (140737488355328.0 <= value <= 140737488355333.0)
+                ):
+                    gpu.values[metric] = value
+                continue
+            if generation_time:
+                gpu.seen = generation_time
+                host = gpu.host
                 if value > newest.get(host, 0.0):
                     newest[host] = value
                 _identity(gpu, labels)
                 continue
             _take(gpu, metric, labels, value)
         self._unplaced += unplaced
+
+    def _place(self, labels: Mapping[str, str], raw: object, gpu_text: object) -> _Gpu | None:
+        """The GPU a series is of, made where new; None where the series names no host or GPU, or one
+        past the bounds."""
+        if type(raw) is not str or type(gpu_text) is not str:
+            return None
+        host_of_raw = self._host_of_raw
+        host = host_of_raw.get(raw)
+        if host is None:
+            if raw in host_of_raw:
+                return None
+            host = host_of_raw[raw] = host_of(labels, self.host_label)
+            if host is None:
+                return None
+        hosts = self._hosts
+        gpus = hosts.get(host)
+        if gpus is None:
+            if len(hosts) >= MAX_NODES:
+                return None
+            gpus = hosts[host] = {}
+        gpu = gpus.get(gpu_text)
+        if gpu is None:
+            if not gpu_text.isdigit() or len(gpu_text) > 3 or len(gpus) >= MAX_GPUS_PER_NODE:
+                return None
+            gpu = gpus[gpu_text] = _Gpu(int(gpu_text), host)
+        self._gpu_at[(raw, gpu_text)] = gpu
+        return gpu
 
     def finish(self) -> Joined:
         """The nodes as the answers added since `begin` leave them."""
@@ -322,15 +363,32 @@ class DcgmJoiner:
                 kept = hosts[host]
                 for text in [t for t, g in kept.items() if g.seen != generation]:
                     del kept[text]
+                    self._gpu_at = {}
                 if not kept:
                     del hosts[host]
+        if FB_FREE in self._added:
+            for kept in hosts.values():
+                for gpu in kept.values():
+                    values = gpu.values
+                    used, free = values.get(_USED), values.get(FB_FREE)
+                    gpu.mem_total_mib = (
+                        used + free + values.get(FB_RESERVED, 0.0)
+                        if used is not None and free is not None
+                        else None
+                    )
         counted = self._counted
         facts = self._facts
         nodes = {}
         for host, by_text in hosts.items():
             ordered = sorted(by_text.values(), key=lambda g: g.index)
-            samples = tuple(_sample(g) for g in ordered)
-            exported = frozenset(name for s in samples for name in _FIELDS if getattr(s, name) is not None)
+            samples = tuple(map(_sample, ordered))
+            # the fields some GPU of the host has a value for: column by column, counted in C
+            columns = zip(*map(_field_values, samples), strict=True)
+            exported = frozenset(
+                name
+                for name, column in zip(_FIELDS, columns, strict=False)
+                if column.count(None) < len(column)
+            )
             xids = tuple(_xid(g, newest.get(host)) for g in ordered if g.xid is not None)
             if counted:
                 facts[host] = _counter_facts(ordered, newest.get(host))
@@ -355,6 +413,8 @@ class DcgmJoiner:
 _FIELDS: Final = tuple(sorted({name for name, _ in GAUGES.values()} | {"mem_total_mib", "throttle_reasons"}))
 # the readings a host may or may not export (the clock-event reasons are a list, empty when not exported)
 EXPORTABLE: Final = frozenset(_FIELDS) - {"throttle_reasons"}
+_field_values: Final = operator.attrgetter(*_FIELDS)
+_IDENTITY_KEYS: Final = frozenset({*UUID_LABELS, "modelName"})  # in an exporter's own series
 
 
 def _identity(gpu: _Gpu, labels: Mapping[str, str]) -> None:
@@ -379,49 +439,66 @@ def _take(gpu: _Gpu, metric: str, labels: Mapping[str, str], value: float) -> No
     gpu.values[metric] = value
 
 
+# the gauges _sample reads, by name (each GAUGES entry, its scale 1)
+_UTIL: Final = "DCGM_FI_DEV_GPU_UTIL"
+_MEM_UTIL: Final = "DCGM_FI_DEV_MEM_COPY_UTIL"
+_USED: Final = "DCGM_FI_DEV_FB_USED"
+_TEMP: Final = "DCGM_FI_DEV_GPU_TEMP"
+_POWER: Final = "DCGM_FI_DEV_POWER_USAGE"
+_LIMIT: Final = "DCGM_FI_DEV_POWER_MGMT_LIMIT"
+_CLOCK: Final = "DCGM_FI_DEV_SM_CLOCK"
+_MAX_CLOCK: Final = "DCGM_FI_DEV_MAX_SM_CLOCK"
+_ECC: Final = "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL"
+
+
 def _sample(gpu: _Gpu) -> GpuSample:
+    """The GPU's values as a sample (80,000 of these a refresh: written out, field by field)."""
     values = gpu.values
-    fields: dict[str, object] = {}
-    for metric, (name, scale) in GAUGES.items():
-        if metric in values:
-            fields[name] = values[metric] * scale
-    if "util_pct" not in fields and PROFILE_UTIL in values:
-        fields["util_pct"] = values[PROFILE_UTIL] * 100.0
+    get = values.get
+    util = get(_UTIL)
+    if util is None and PROFILE_UTIL in values:
+        util = values[PROFILE_UTIL] * 100.0
     if gpu.mig:
-        fields["util_pct"] = None  # whole-GPU utilization is not reported under MIG (as nvidia-smi)
-    used = values.get("DCGM_FI_DEV_FB_USED")
-    if used is not None and FB_FREE in values:
-        fields["mem_total_mib"] = used + values[FB_FREE] + values.get(FB_RESERVED, 0.0)
+        util = None  # whole-GPU utilization is not reported under MIG (as nvidia-smi)
+    used = get(_USED)
+    total = gpu.mem_total_mib
+    reasons: tuple[str, ...] = ()
     for metric in CLOCK_REASONS:
         if metric in values:
-            fields["throttle_reasons"] = _reasons(int(values[metric]))
+            reasons = _reasons(int(values[metric]))
             break
-    if "ecc_uncorrected" in fields:
-        fields["ecc_uncorrected"] = int(fields["ecc_uncorrected"])  # type: ignore[call-overload]
-    if ROW_REMAP_FAILURE in values:
-        fields["remapped_rows_failure"] = values[ROW_REMAP_FAILURE] > 0
-    if ROW_REMAP_PENDING in values:
-        fields["remapped_rows_pending"] = values[ROW_REMAP_PENDING] > 0
-    uuid = gpu.labels.get("UUID") or gpu.labels.get("uuid") or ""
-    return GpuSample(
-        index=gpu.index,
-        uuid=uuid,
-        name=gpu.labels.get("modelName", ""),
-        pci_bus_id=gpu.labels.get("pci_bus_id"),
-        util_pct=fields.get("util_pct"),  # type: ignore[arg-type]
-        mem_util_pct=fields.get("mem_util_pct"),  # type: ignore[arg-type]
-        mem_used_mib=fields.get("mem_used_mib"),  # type: ignore[arg-type]
-        mem_total_mib=fields.get("mem_total_mib"),  # type: ignore[arg-type]
-        temp_c=fields.get("temp_c"),  # type: ignore[arg-type]
-        power_w=fields.get("power_w"),  # type: ignore[arg-type]
-        power_limit_w=fields.get("power_limit_w"),  # type: ignore[arg-type]
-        sm_clock_mhz=fields.get("sm_clock_mhz"),  # type: ignore[arg-type]
-        sm_clock_max_mhz=fields.get("sm_clock_max_mhz"),  # type: ignore[arg-type]
-        ecc_uncorrected=fields.get("ecc_uncorrected"),  # type: ignore[arg-type]
-        mig_enabled=gpu.mig,
-        throttle_reasons=fields.get("throttle_reasons", ()),  # type: ignore[arg-type]
-        remapped_rows_pending=fields.get("remapped_rows_pending"),  # type: ignore[arg-type]
-        remapped_rows_failure=fields.get("remapped_rows_failure"),  # type: ignore[arg-type]
+    ecc = get(_ECC)
+    failure = get(ROW_REMAP_FAILURE)
+    pending = get(ROW_REMAP_PENDING)
+    labels = gpu.labels
+    return new_gpu_sample(
+        GpuSample,
+        (
+            gpu.index,
+            labels.get("UUID") or labels.get("uuid") or "",
+            labels.get("modelName", ""),
+            labels.get("pci_bus_id"),
+            util,
+            get(_MEM_UTIL),
+            used,
+            total if used is not None else None,
+            get(_TEMP),
+            get(_POWER),
+            get(_LIMIT),
+            get(_CLOCK),
+            get(_MAX_CLOCK),
+            int(ecc) if ecc is not None else None,
+            gpu.mig,
+            reasons,
+            (),
+            None,
+            pending > 0 if pending is not None else None,
+            failure > 0 if failure is not None else None,
+            None,
+            None,
+            None,
+            None,
+        ),
     )
 
 

@@ -40,6 +40,7 @@ from gputop.core.dcgm_join import (
     MAX_GPUS_PER_NODE,
     METRICS,
     PLACE_LABELS,
+    PROFILE_UTIL,
     SAMPLE_TIME,
     SLOW_METRICS,
 )
@@ -59,6 +60,7 @@ log = logging.getLogger(__name__)
 
 MAX_RESPONSE_BYTES: Final = 256 * 1024 * 1024  # 80,000 GPUs x a dozen metrics, with room
 TIME_QUERY: Final = "DCGM_FI_DEV_FB_USED"  # in every dcgm-exporter default field list
+DEVICE_UTIL: Final = "DCGM_FI_DEV_GPU_UTIL"  # a percentage; DCGM's blanks are far above 100
 TENANT_HEADERS: Final = {"thanos": "THANOS-TENANT", "mimir": "X-Scope-OrgID"}
 
 
@@ -83,7 +85,12 @@ def store_name(config: PrometheusConfig) -> str:
 def aggregated(metric: str, selector: str = "") -> str:
     """One series per GPU (or MIG instance) with only the labels that place it; ``selector``: which GPUs
     (`gpu_shards`)."""
-    return f"max by ({','.join(PLACE_LABELS)}) ({metric}{selector})"
+    query = f"max by ({','.join(PLACE_LABELS)}) ({metric}{selector})"
+    if metric == PROFILE_UTIL:
+        # The profiling utilization is read only where the device's has no reading (the join prefers
+        # the device's): most sites export both, and this is a tenth of a refresh's series.
+        query += f" unless (max by ({','.join(PLACE_LABELS)}) ({DEVICE_UTIL}{selector}) <= 100)"
+    return query
 
 
 def sample_times(with_identity: bool, selector: str = "") -> str:
