@@ -41,6 +41,8 @@ async def refreshes(
     config = ClusterConfig(name="bench", prometheus=PrometheusConfig(url=url, flavor="victoriametrics"))
     source = PrometheusSource(config, time.time)
     await source.start()
+    if source._refreshing is not None:  # the refresh the start began: not one of those timed
+        await source._refreshing
     walls: list[float] = []
     cpus: list[float] = []  # gputop's process and its decoding worker together
     worker_cpus: list[float] = []

@@ -150,7 +150,9 @@ async def test_the_source_restarts_a_killed_worker_and_reads_in_its_own_process_
         )
         await source.start()
         try:
-            first = await source._refresh(now_s + 1)
+            assert source.awaiting_first_answer  # the start began the first refresh
+            first = await source._refreshing  # type: ignore[misc]
+            assert not source.awaiting_first_answer
             assert sum(n.reachability is Reachability.OK for n in first.nodes) >= 3
             worker = source._worker
             assert worker is not None and worker.alive and source.warnings == ()

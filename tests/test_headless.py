@@ -16,7 +16,7 @@ from unittest.mock import ANY
 
 import pytest
 
-from gputop.core.config import ClusterConfig, Config, SlurmConfig, SshConfig
+from gputop.core.config import ClusterConfig, Config, PrometheusConfig, SlurmConfig, SshConfig
 from gputop.core.models import Severity
 from gputop.core.nodeset import fold_nodes
 from gputop.headless.command import default_timeout_s
@@ -347,6 +347,8 @@ def test_the_default_timeout_lets_each_part_fail_on_its_own_terms() -> None:
     slow_ssh = SshConfig(connect_timeout_s=30)
     assert default_timeout_s(config, ClusterConfig(name="a", node_names=("n1",), slurm=remote)) == 20
     assert default_timeout_s(config, ClusterConfig(name="a", node_names=("n1",), ssh=slow_ssh)) == 35
+    store = PrometheusConfig(url="http://vm:8428", timeout_s=20)  # the last hour, then a refresh
+    assert default_timeout_s(config, ClusterConfig(name="a", prometheus=store, slurm=quiet)) == 45
 
 
 def test_an_nvml_that_never_answers_cannot_hold_the_check_past_its_timeout(tmp_path: Path) -> None:

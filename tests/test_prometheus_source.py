@@ -6,9 +6,11 @@ that never show in a message."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import os
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -339,13 +341,11 @@ def test_ssh_on_the_node_screen_does_not_drop_what_the_store_had_until_ssh_has_r
     assert later.ib_ports == up and later.facts.counters.value == "ssh counters"
 
 
-async def test_a_first_refresh_slower_than_the_deadline_is_not_lost() -> None:
-    # At 80,000 GPUs the first refresh takes longer than the poller's 5 s deadline: the deadline ends
-    # the wait, the refresh goes on, and the next tick has its answer. Were the refresh cancelled with
-    # the wait, the next tick would raise its CancelledError into the poller and no data would ever show.
+@contextlib.asynccontextmanager
+async def slow_store(answer_after_s: float) -> AsyncIterator[str]:
+    """A store on loopback whose instant queries answer after ``answer_after_s`` (one GPU of gpu001 at
+    50 %, sampled as it answers), with no past; yields its URL."""
     from aiohttp import web
-
-    answer_after_s = 0.6
 
     async def query(request: web.Request) -> web.Response:
         form = await request.post()
@@ -354,7 +354,8 @@ async def test_a_first_refresh_slower_than_the_deadline_is_not_lost() -> None:
         else:
             await asyncio.sleep(answer_after_s)
             labels = {"Hostname": "gpu001", "gpu": "0", "UUID": "GPU-1"}
-            result = [{"metric": labels, "value": [time.time(), "50"]}]
+            value = str(time.time()) if "timestamp(" in str(form.get("query")) else "50"  # sampled now
+            result = [{"metric": labels, "value": [time.time(), value]}]
         return web.json_response({"status": "success", "data": {"resultType": "vector", "result": result}})
 
     app = web.Application()
@@ -364,19 +365,54 @@ async def test_a_first_refresh_slower_than_the_deadline_is_not_lost() -> None:
     (port,) = free_ports(1)
     site = web.TCPSite(runner, "127.0.0.1", port)
     await site.start()
-    source = PrometheusSource(cluster_config(f"http://127.0.0.1:{port}", "gpu001"), time.time)
     try:
-        await source.start()
-        with pytest.raises(TimeoutError):
-            await asyncio.wait_for(source.collect(time.time()), answer_after_s / 3)  # the poller's deadline
-        await asyncio.sleep(answer_after_s * 2)
-        result = await source.collect(time.time())  # not due again: the first refresh's answer
-        (node,) = result.nodes
-        assert node.name == "gpu001" and node.reachability is Reachability.OK
-        assert node.gpus[0].util_pct == 50.0
+        yield f"http://127.0.0.1:{port}"
     finally:
-        await source.close()
         await runner.cleanup()
+
+
+async def test_a_first_refresh_slower_than_the_deadline_is_not_lost() -> None:
+    # At 80,000 GPUs the first refresh takes longer than the poller's 5 s deadline: the deadline ends
+    # the wait, the refresh goes on, and the next tick has its answer. Were the refresh cancelled with
+    # the wait, the next tick would raise its CancelledError into the poller and no data would ever show.
+    answer_after_s = 0.6
+    async with slow_store(answer_after_s) as url:
+        source = PrometheusSource(cluster_config(url, "gpu001"), time.time)
+        try:
+            await source.start()
+            with pytest.raises(TimeoutError):
+                await asyncio.wait_for(
+                    source.collect(time.time()), answer_after_s / 3
+                )  # the poller's deadline
+            await asyncio.sleep(answer_after_s * 2)
+            result = await source.collect(time.time())  # not due again: the first refresh's answer
+            (node,) = result.nodes
+            assert node.name == "gpu001" and node.reachability is Reachability.OK
+            assert node.gpus[0].util_pct == 50.0
+        finally:
+            await source.close()
+
+
+async def test_a_headless_round_waits_for_the_store_s_first_refresh_past_the_poll_deadline() -> None:
+    """`gputop snapshot` and `check` on a large fleet: the store's first refresh outlasts the poller's
+    deadline (5 s), and the round, which has one tick, waits for it within its own timeout."""
+    from gputop.clock import SystemClock
+    from gputop.core.config import Config, PollConfig
+    from gputop.headless.round import collect_round
+
+    async with slow_store(0.8) as url:
+        cluster = cluster_config(url, "gpu001")
+        config = dataclasses.replace(
+            Config.default(), clusters=(cluster,), poll=PollConfig(node_deadline_s=0.2)
+        )
+        source = PrometheusSource(cluster, time.time, config.poll)
+        done = await collect_round(
+            cluster="prom", sources=[source], config=config, clock=SystemClock(), timeout_s=10.0
+        )
+    assert done.source_errors == ()
+    (node,) = done.view.snapshot.nodes
+    assert node.reachability is Reachability.OK and node.gpus[0].util_pct == 50.0
+    assert 0.8 < done.elapsed_s < 10.0
 
 
 def test_gpu_shards_put_every_index_a_node_can_have_in_exactly_one_part() -> None:

@@ -82,7 +82,8 @@ def build_parser(command: str) -> argparse.ArgumentParser:
         type=_seconds,
         metavar="SECONDS",
         help="give up on what has not answered after this long and report it (default: an SSH node's "
-        "ssh.connect_timeout_s plus poll.node_deadline_s, or Slurm's command timeout when longer)",
+        "ssh.connect_timeout_s plus poll.node_deadline_s, Slurm's command timeout, or twice a store's "
+        "prometheus.timeout_s plus poll.node_deadline_s, whichever is longest)",
     )
     return parser
 
@@ -189,7 +190,7 @@ def choose_target(args: argparse.Namespace) -> Target:
 def default_timeout_s(config: Config, cluster: ClusterConfig | None) -> float:
     """Long enough for each part of the round to answer or fail on its own terms (a handshake that times
     out says so): the poll deadline; for SSH nodes their connect timeout on top; for Slurm its command
-    timeout, plus a connect when it runs on a login node."""
+    timeout, plus a connect when it runs on a login node; for a store two of its query timeouts on top."""
     deadline_s = config.poll.node_deadline_s
     if cluster is None:
         return deadline_s
@@ -201,6 +202,10 @@ def default_timeout_s(config: Config, cluster: ClusterConfig | None) -> float:
         parts.append(
             cluster.slurm.command_timeout_s + (connect_s if cluster.slurm.run_on != "local" else 0.0)
         )
+    if cluster.prometheus.url:
+        # the start's look at the last hour, then the first refresh: each of its queries within the
+        # store's timeout, and the answers' decoding
+        parts.append(2 * cluster.prometheus.timeout_s + deadline_s)
     return max(parts)
 
 

@@ -2,8 +2,8 @@
 
 The dashboard can wait for a node: its next tick shows it. A round has one tick, so it waits until every
 source has answered once: each SSH node with its metrics and every slow fact (the Xid log and the IB
-ports carry problems of their own), or with a failure; Slurm with its first read. The simulator and NVML
-answer inside `collect` itself and owe nothing beforehand.
+ports carry problems of their own), or with a failure; Slurm with its first read; a store with its first
+refresh. The simulator and NVML answer inside `collect` itself and owe nothing beforehand.
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ def owes(source: Source) -> bool:
         return any(not _answered(link, facts) for link in source.links.values())
     if isinstance(source, SlurmSource):
         return source.state is None
-    return False
+    # a store's first refresh (gputop.sources.prometheus), under way since the source started
+    return bool(getattr(source, "awaiting_first_answer", False))
 
 
 def read_facts_now(source: Source, asked: set[str]) -> None:

@@ -188,6 +188,7 @@ class PrometheusSource:
         self._last = SourceResult()
         self._last_refresh_s: float | None = None
         self._refreshing: asyncio.Task[SourceResult] | None = None
+        self._refresh_lock = asyncio.Lock()
         # what the last refresh could not read (a query failing, a partial answer, series without a host):
         # the poller shows it beside the source's name while the rest keeps updating
         self.warnings: tuple[str, ...] = ()
@@ -240,6 +241,15 @@ class PrometheusSource:
             self._history = await self._past_hour(self._session)
         except StoreError as err:
             self.history_note = f"no history from the store at start: {err}"
+        # The first refresh starts now, not at the first collect: a headless round waits for it
+        # (awaiting_first_answer) beyond the poller's deadline, which a large fleet's refresh outlasts.
+        self._last_refresh_s = self.clock()
+        self._refreshing = asyncio.create_task(self._refresh(self._last_refresh_s))
+
+    @property
+    def awaiting_first_answer(self) -> bool:
+        """No refresh has answered yet, and one is under way."""
+        return not self._last.nodes and self._refreshing is not None and not self._refreshing.done()
 
     async def _past_hour(self, session: aiohttp.ClientSession) -> list[tuple[float, SourceResult]]:
         """The store's last hour, for the charts and trends at the first frame (take_history)."""
@@ -330,6 +340,10 @@ class PrometheusSource:
         return await self._with_deep(self._last, now_s)
 
     async def _refresh(self, now_s: float) -> SourceResult:
+        async with self._refresh_lock:  # one at a time: the worker reads one refresh's frames at a time
+            return await self._refresh_alone(now_s)
+
+    async def _refresh_alone(self, now_s: float) -> SourceResult:
         session = self._session
         if session is None:
             raise StoreError("the source was not started")
