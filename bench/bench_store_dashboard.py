@@ -21,12 +21,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import dataclasses
 import gc
 import math
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -113,6 +115,7 @@ class Views:
 
     refresh_ms: list[float] = dataclasses.field(default_factory=list)
     between_ms: list[float] = dataclasses.field(default_factory=list)
+    refresh_apply_ms: list[float] = dataclasses.field(default_factory=list)  # apply_view alone
 
 
 def hook_views(app: Any, screen: Any, views: Views) -> None:
@@ -125,11 +128,14 @@ def hook_views(app: Any, screen: Any, views: Views) -> None:
         started = time.thread_time()
         before = shown[0]
         original_apply(view)
+        applied_ms = (time.thread_time() - started) * 1000
         shown[0] = view
         changed = (
             before is None
             or sum(row is not before.rows.get(name) for name, row in view.rows.items()) > len(view.rows) // 2
         )
+        if changed:
+            views.refresh_apply_ms.append(applied_ms)
         pending.append((started, changed))
 
     screen.apply_view = apply_view
@@ -206,15 +212,20 @@ async def run(args: argparse.Namespace, url: str) -> dict[str, Any]:
         stalls: list[tuple[float, float]] = []  # (seconds into the keys, seconds late)
         beating = [True]
 
+        last_beat = [time.monotonic()]
+        watcher = StallWatcher(threading.get_ident(), last_beat)
+
         async def heartbeat() -> None:
             while beating[0]:
                 before = loop.time()
+                last_beat[0] = time.monotonic()
                 await asyncio.sleep(0.01)
                 late = loop.time() - before - 0.01
                 if late > 0.05:
                     stalls.append((loop.time() - keys_started, late))
 
         beat = asyncio.create_task(heartbeat())
+        watcher.start()
         refresh_ends: list[float] = []
         for n, key in enumerate(key_sequence(int(args.seconds / KEY_INTERVAL_S))):
             delay = keys_started + n * KEY_INTERVAL_S - loop.time()
@@ -232,6 +243,8 @@ async def run(args: argparse.Namespace, url: str) -> dict[str, Any]:
             by_key.setdefault(key, []).append(latency_s)
         beating[0] = False
         await beat
+        watcher.stop()
+        found["stalled_in"] = watcher.where.most_common(8)
         gc.callbacks.remove(on_gc)
         found.update(
             gc_pauses=gc_pauses,
@@ -247,6 +260,45 @@ async def run(args: argparse.Namespace, url: str) -> dict[str, Any]:
         found["worker_hwm_mb"] = getattr(source, "worker_peak_rss_mb", 0.0)
         app.exit()
     return found
+
+
+class StallWatcher(threading.Thread):
+    """Where the event loop is while it stalls: every 5 ms, when its heartbeat is more than STALL_S old,
+    the innermost gputop (or else Textual) function on its thread's stack is counted."""
+
+    STALL_S = 0.04
+
+    def __init__(self, loop_thread: int, last_beat: list[float]) -> None:
+        super().__init__(daemon=True)
+        self.loop_thread = loop_thread
+        self.last_beat = last_beat
+        self.where: collections.Counter[str] = collections.Counter()
+        self._stopped = threading.Event()
+
+    def run(self) -> None:
+        while not self._stopped.wait(0.005):
+            if time.monotonic() - self.last_beat[0] < self.STALL_S:
+                continue
+            frame = sys._current_frames().get(self.loop_thread)
+            self.where[_innermost(frame)] += 1
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self.join()
+
+
+def _innermost(frame: Any) -> str:
+    """The innermost frame of gputop's code on the stack, else of Textual's, else the innermost."""
+    frames = []
+    while frame is not None:
+        frames.append(frame)
+        frame = frame.f_back
+    for part in ("/gputop/", "/textual/"):
+        for one in frames:
+            if part in one.f_code.co_filename:
+                name = one.f_code.co_filename.split(part, 1)[1]
+                return f"{part.strip('/')}/{name}:{one.f_code.co_name}"
+    return frames[0].f_code.co_name if frames else "?"
 
 
 def rss_mb() -> tuple[float, float]:
@@ -295,9 +347,13 @@ def main() -> int:
     worst = sorted(found["stalls"], key=lambda stall: -stall[1])[:8]
     stalls = [(round(at_s, 1), round(late_s * 1000)) for at_s, late_s in worst]
     print(f"  the event loop's longest stalls (s into the keys, ms late): {stalls}")
+    print("  where the event loop was while stalled (5 ms samples):")
+    for place, count in found["stalled_in"]:
+        print(f"    {count:5d}  {place}")
     rows = [
         Row(f"UI CPU per refresh view, median (n={len(views.refresh_ms)})", ms(views.refresh_ms), "ms"),
         Row("UI CPU per refresh view, max", max(views.refresh_ms, default=math.nan), "ms"),
+        Row("   of which the screen's apply_view (median)", ms(views.refresh_apply_ms), "ms"),
         Row(
             f"UI CPU per tick between refreshes, median (n={len(views.between_ms)})",
             ms(views.between_ms),

@@ -248,3 +248,35 @@ def test_a_view_where_nothing_moved_hands_on_the_same_cells() -> None:
     third = stage.derive(ClusterSnapshot.build("c", T0 + 2, tuple(nodes), result.slurm))
     assert third.cells is not second.cells
     assert third.cells == expected_cells(third, Metric.UTIL)
+
+
+def test_a_store_s_hosts_that_do_not_export_a_field_go_the_column_way() -> None:
+    """On the store path every host lacks some field: its nodes are still plain (one numpy pass), and a
+    metric whose field it lacks is NOT_EXPORTED there, as node by node."""
+    from gputop.core.cell_columns import CellColumns
+    from gputop.core.heatmap import NOT_EXPORTED
+
+    lacking = [frozenset({"power_limit_w", "sm_clock_max_mhz"}), frozenset({"util_pct"}), frozenset()]
+    nodes = [
+        node_sample(
+            f"n{k:03d}",
+            tuple(
+                gpu_sample(
+                    i,
+                    util_pct=None if "util_pct" in lacking[k % 3] else 50.0,
+                    power_limit_w=None if "power_limit_w" in lacking[k % 3] else 700.0,
+                    mig_enabled=i == 7 and k % 5 == 0,
+                )
+                for i in range(8)
+            ),
+            expected_gpu_count=8,
+            not_exported=lacking[k % 3],
+        )
+        for k in range(300)
+    ]
+    rows = {n.name: Row() for n in nodes}
+    assert CellColumns(nodes, rows).others == []  # type: ignore[arg-type]
+    for metric in Metric:
+        assert_same(nodes, rows, metric, SCALES[metric])
+    power = all_cell_codes(nodes, rows, Metric.POWER, SCALES[Metric.POWER])  # type: ignore[arg-type]
+    assert power["n000"][0] == NOT_EXPORTED and power["n002"][0] != NOT_EXPORTED

@@ -4,8 +4,11 @@ node, for a whole snapshot.
 Why: switching the map's metric at 10,000 nodes asks for 80,000 cells; node by node in Python that is
 some 60-80 ms, which a key press waits for. Most nodes are plain (they answer, their GPUs are numbered
 0..n-1, no problem or idle mark, every field exported), and their codes are the heat steps of one column
-of readings: one pass in numpy. The rest (down, stale, problems, marks, gaps in the numbering) go through
-`cell_codes` itself, so there is one definition of a cell and this is only a faster road to it.
+of readings: one pass in numpy. A field a store's host does not export is plain too (its readings are
+None: NOT_EXPORTED rather than NA, as `cell_codes` says it): on the store path every host lacks some
+field, and node by node the map's metrics cost 100 ms a refresh at 10,000 nodes. The rest (down, stale,
+problems, marks, gaps in the numbering) go through `cell_codes` itself, so there is one definition of a
+cell and this is only a faster road to it.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
-from gputop.core.heatmap import MIG_NA, NA, CellCodes, cell_codes
+from gputop.core.heatmap import MIG_NA, NA, NOT_EXPORTED, CellCodes, cell_codes
 from gputop.core.metrics import HEAT_STEPS, HeatScale, Metric
 from gputop.core.models import GpuSample, NodeSample, Reachability
 
@@ -98,7 +101,6 @@ class CellColumns:
                 row.problems
                 or row.idle_gpu_indices
                 or node.reachability is not _OK
-                or node.not_exported
                 or not node.gpus
                 or (expected is not None and expected != len(node.gpus))
             ):
@@ -109,9 +111,12 @@ class CellColumns:
         self.names: list[str] = []
         self.spans: list[tuple[int, int]] | None = None  # each plain node's GPUs; None: all of one size
         self.size = 0
+        # each plain node's fields its host does not export (empty nearly everywhere but on a store)
+        self.not_exported = [node.not_exported for node in plain]
+        self.counts = np.zeros(0, np.int64)
         if not plain:
             return
-        counts = np.fromiter(map(len, map(attrgetter("gpus"), plain)), np.int64, len(plain))
+        counts = self.counts = np.fromiter(map(len, map(attrgetter("gpus"), plain)), np.int64, len(plain))
         ends = np.cumsum(counts)
         starts = ends - counts
         gpus = self.gpus = list(chain.from_iterable(node.gpus for node in plain))
@@ -132,9 +137,20 @@ class CellColumns:
         gpus = self.gpus
         if gpus:
             values = _values(gpus, metric)
-            codes = heat_steps(values, scale, metric.rule_kind is not None).tolist()
-            for at in np.flatnonzero(np.isnan(values)).tolist():
-                codes[at] = MIG_NA if gpus[at].mig_enabled else NA  # plain: every field exported
+            steps = heat_steps(values, scale, metric.rule_kind is not None)
+            unread = np.isnan(values)
+            if unread.any():
+                # no reading: a MIG GPU's, or one its host does not export, or simply none
+                mig = np.fromiter(map(_MIG, gpus), bool, len(gpus))
+                fields = metric.fields
+                unexported = np.fromiter(
+                    (bool(gone) and not gone.isdisjoint(fields) for gone in self.not_exported),
+                    bool,
+                    len(self.not_exported),
+                )
+                why = np.where(np.repeat(unexported, self.counts), NOT_EXPORTED, NA)
+                steps = np.where(unread, np.where(mig, MIG_NA, why), steps)
+            codes = steps.tolist()
             if self.spans is None:
                 # the usual cluster, every node the same size: the tuples cut in C
                 done.update(zip(self.names, zip(*[iter(codes)] * self.size, strict=True), strict=True))
