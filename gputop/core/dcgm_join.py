@@ -41,17 +41,27 @@ PLACE_LABELS: Final = (*HOST_LABELS, *GPU_LABELS, MIG_PROFILE_LABEL, MIG_ID_LABE
 # and every label the join reads, kept by the one query that says when each GPU was sampled
 JOIN_LABELS: Final = (*PLACE_LABELS, *UUID_LABELS, "pci_bus_id", "modelName")
 
+# the gauges, by name (`_sample` reads each by its name)
+GPU_UTIL: Final = "DCGM_FI_DEV_GPU_UTIL"  # a percentage
+MEM_COPY_UTIL: Final = "DCGM_FI_DEV_MEM_COPY_UTIL"
+FB_USED: Final = "DCGM_FI_DEV_FB_USED"  # in every dcgm-exporter default field list
+GPU_TEMP: Final = "DCGM_FI_DEV_GPU_TEMP"
+POWER_USAGE: Final = "DCGM_FI_DEV_POWER_USAGE"
+POWER_LIMIT: Final = "DCGM_FI_DEV_POWER_MGMT_LIMIT"
+SM_CLOCK: Final = "DCGM_FI_DEV_SM_CLOCK"
+MAX_SM_CLOCK: Final = "DCGM_FI_DEV_MAX_SM_CLOCK"
+ECC_DBE: Final = "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL"
 # metric -> (GpuSample field, scale): what each dcgm-exporter field becomes
 GAUGES: Final[Mapping[str, tuple[str, float]]] = {
-    "DCGM_FI_DEV_GPU_UTIL": ("util_pct", 1.0),
-    "DCGM_FI_DEV_MEM_COPY_UTIL": ("mem_util_pct", 1.0),
-    "DCGM_FI_DEV_FB_USED": ("mem_used_mib", 1.0),
-    "DCGM_FI_DEV_GPU_TEMP": ("temp_c", 1.0),
-    "DCGM_FI_DEV_POWER_USAGE": ("power_w", 1.0),
-    "DCGM_FI_DEV_POWER_MGMT_LIMIT": ("power_limit_w", 1.0),
-    "DCGM_FI_DEV_SM_CLOCK": ("sm_clock_mhz", 1.0),
-    "DCGM_FI_DEV_MAX_SM_CLOCK": ("sm_clock_max_mhz", 1.0),
-    "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL": ("ecc_uncorrected", 1.0),
+    GPU_UTIL: ("util_pct", 1.0),
+    MEM_COPY_UTIL: ("mem_util_pct", 1.0),
+    FB_USED: ("mem_used_mib", 1.0),
+    GPU_TEMP: ("temp_c", 1.0),
+    POWER_USAGE: ("power_w", 1.0),
+    POWER_LIMIT: ("power_limit_w", 1.0),
+    SM_CLOCK: ("sm_clock_mhz", 1.0),
+    MAX_SM_CLOCK: ("sm_clock_max_mhz", 1.0),
+    ECC_DBE: ("ecc_uncorrected", 1.0),
 }
 # read besides the gauges: memory free and reserved (the total is their sum with used), the profiling
 # utilization (where whole-GPU utilization is not exported, or under MIG), the clock-event reasons, Xid
@@ -88,10 +98,10 @@ NVLINK_COUNTERS: Final[Mapping[str, str]] = {
 # does not: the total is worked out when free memory is read, with the used memory of the same update.
 SLOW_METRICS: Final = frozenset(
     {
-        "DCGM_FI_DEV_MEM_COPY_UTIL",
+        MEM_COPY_UTIL,
         FB_FREE,
-        "DCGM_FI_DEV_POWER_MGMT_LIMIT",
-        "DCGM_FI_DEV_MAX_SM_CLOCK",
+        POWER_LIMIT,
+        MAX_SM_CLOCK,
         FB_RESERVED,
         *CLOCK_REASONS,
         ROW_REMAP_FAILURE,
@@ -359,18 +369,21 @@ class DcgmJoiner:
                     if gpu.mig and gpu.mig_seen != generation:
                         gpu.mig = False
         if timed:
+            dropped = False
             for host in list(hosts):
                 kept = hosts[host]
                 for text in [t for t, g in kept.items() if g.seen != generation]:
                     del kept[text]
-                    self._gpu_at = {}
+                    dropped = True
                 if not kept:
                     del hosts[host]
+            if dropped:
+                self._gpu_at = {}
         if FB_FREE in self._added:
             for kept in hosts.values():
                 for gpu in kept.values():
                     values = gpu.values
-                    used, free = values.get(_USED), values.get(FB_FREE)
+                    used, free = values.get(FB_USED), values.get(FB_FREE)
                     gpu.mem_total_mib = (
                         used + free + values.get(FB_RESERVED, 0.0)
                         if used is not None and free is not None
@@ -439,35 +452,23 @@ def _take(gpu: _Gpu, metric: str, labels: Mapping[str, str], value: float) -> No
     gpu.values[metric] = value
 
 
-# the gauges _sample reads, by name (each GAUGES entry, its scale 1)
-_UTIL: Final = "DCGM_FI_DEV_GPU_UTIL"
-_MEM_UTIL: Final = "DCGM_FI_DEV_MEM_COPY_UTIL"
-_USED: Final = "DCGM_FI_DEV_FB_USED"
-_TEMP: Final = "DCGM_FI_DEV_GPU_TEMP"
-_POWER: Final = "DCGM_FI_DEV_POWER_USAGE"
-_LIMIT: Final = "DCGM_FI_DEV_POWER_MGMT_LIMIT"
-_CLOCK: Final = "DCGM_FI_DEV_SM_CLOCK"
-_MAX_CLOCK: Final = "DCGM_FI_DEV_MAX_SM_CLOCK"
-_ECC: Final = "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL"
-
-
 def _sample(gpu: _Gpu) -> GpuSample:
     """The GPU's values as a sample (80,000 of these a refresh: written out, field by field)."""
     values = gpu.values
     get = values.get
-    util = get(_UTIL)
+    util = get(GPU_UTIL)
     if util is None and PROFILE_UTIL in values:
         util = values[PROFILE_UTIL] * 100.0
     if gpu.mig:
         util = None  # whole-GPU utilization is not reported under MIG (as nvidia-smi)
-    used = get(_USED)
+    used = get(FB_USED)
     total = gpu.mem_total_mib
     reasons: tuple[str, ...] = ()
     for metric in CLOCK_REASONS:
         if metric in values:
             reasons = _reasons(int(values[metric]))
             break
-    ecc = get(_ECC)
+    ecc = get(ECC_DBE)
     failure = get(ROW_REMAP_FAILURE)
     pending = get(ROW_REMAP_PENDING)
     labels = gpu.labels
@@ -479,14 +480,14 @@ def _sample(gpu: _Gpu) -> GpuSample:
             labels.get("modelName", ""),
             labels.get("pci_bus_id"),
             util,
-            get(_MEM_UTIL),
+            get(MEM_COPY_UTIL),
             used,
             total if used is not None else None,
-            get(_TEMP),
-            get(_POWER),
-            get(_LIMIT),
-            get(_CLOCK),
-            get(_MAX_CLOCK),
+            get(GPU_TEMP),
+            get(POWER_USAGE),
+            get(POWER_LIMIT),
+            get(SM_CLOCK),
+            get(MAX_SM_CLOCK),
             int(ecc) if ecc is not None else None,
             gpu.mig,
             reasons,

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Final
 
-from gputop.core.facts import NodeFacts
+from gputop.core.facts import NO_FACTS, NodeFacts
 from gputop.core.models import IbPort, NodeSample
 from gputop.sources.store_answers import Digest, StoreError
 
@@ -240,7 +240,8 @@ class DigestWorker:
                 items: list[Item] = pickle.loads(payload)  # noqa: S301 - made by this process's own child
                 for bare, facts, ports in items:
                     if facts is not None:
-                        self.facts[bare.name] = facts
+                        # no facts at all: the one shared object, as a join in this process gives
+                        self.facts[bare.name] = NO_FACTS if facts == NO_FACTS else facts
                     if ports is not None:
                         self.ports[bare.name] = ports
                 yield items

@@ -36,6 +36,8 @@ import aiohttp
 
 from gputop.core.config import ClusterConfig, PollConfig, PrometheusConfig
 from gputop.core.dcgm_join import (
+    FB_USED,
+    GPU_UTIL,
     JOIN_LABELS,
     MAX_GPUS_PER_NODE,
     METRICS,
@@ -59,8 +61,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MAX_RESPONSE_BYTES: Final = 256 * 1024 * 1024  # 80,000 GPUs x a dozen metrics, with room
-TIME_QUERY: Final = "DCGM_FI_DEV_FB_USED"  # in every dcgm-exporter default field list
-DEVICE_UTIL: Final = "DCGM_FI_DEV_GPU_UTIL"  # a percentage; DCGM's blanks are far above 100
+TIME_QUERY: Final = FB_USED  # in every dcgm-exporter default field list
 TENANT_HEADERS: Final = {"thanos": "THANOS-TENANT", "mimir": "X-Scope-OrgID"}
 
 
@@ -89,7 +90,8 @@ def aggregated(metric: str, selector: str = "") -> str:
     if metric == PROFILE_UTIL:
         # The profiling utilization is read only where the device's has no reading (the join prefers
         # the device's): most sites export both, and this is a tenth of a refresh's series.
-        query += f" unless (max by ({','.join(PLACE_LABELS)}) ({DEVICE_UTIL}{selector}) <= 100)"
+        # (a percentage: DCGM's blanks are far above 100)
+        query += f" unless (max by ({','.join(PLACE_LABELS)}) ({GPU_UTIL}{selector}) <= 100)"
     return query
 
 
@@ -364,10 +366,25 @@ class PrometheusSource:
             queries.append((metric, f"max by ({','.join(PORT_LABELS)}) ({metric})"))
         worker = await self._worker_for_refresh()
         if worker is None:
-            nodes, warnings = await self._refresh_here(session, url, queries, now_s, started)
+            arrived: list[tuple[str, bytes | BaseException]] = []
+
+            async def keep(metric: str, body: bytes) -> None:
+                arrived.append((metric, body))
+
+            async def keep_failure(metric: str, why: str) -> None:
+                arrived.append((metric, StoreError(why)))
+
+            await self._ask(session, url, queries, keep, keep_failure)
+            self.last_answers_wall_s = time.monotonic() - started
+            # seconds of CPU at 80,000 GPUs: on a thread, the event loop keeping its turns
+            names, bodies = [metric for metric, _ in arrived], [body for _, body in arrived]
+            nodes, warnings = await asyncio.to_thread(self._digest, names, bodies, now_s)
         else:
             try:
-                nodes, warnings = await self._refresh_by(worker, session, url, queries, now_s, started)
+                await worker.begin()
+                await self._ask(session, url, queries, worker.answer, lambda _metric, why: worker.failed(why))
+                self.last_answers_wall_s = time.monotonic() - started
+                nodes, warnings = await self._read_back(worker, now_s)
             except BaseException as err:
                 # the worker's state is the refresh's half: a new one, asked for every metric, next time
                 self._worker = None
@@ -400,37 +417,36 @@ class PrometheusSource:
             self._local = Digest(self.config.host_label, self.store)
         return self._worker
 
-    async def _refresh_by(
+    async def _ask(
         self,
-        worker: DigestWorker,
         session: aiohttp.ClientSession,
         url: str,
         queries: list[tuple[str, str]],
-        now_s: float,
-        started: float,
-    ) -> tuple[list[NodeSample], tuple[str, ...]]:
-        """The answers handed to the worker as each arrives, then its nodes read back, a frame of them
-        at a time with the event loop running between."""
-        await worker.begin()
+        answer: Callable[[str, bytes], Awaitable[None]],
+        failed: Callable[[str, str], Awaitable[None]],
+    ) -> None:
+        """Every query at once, each answer handed on as it arrives (a StoreError as its words)."""
 
         async def ask(metric: str, query: str) -> None:
             try:
                 body = await self.post(session, url, {"query": query}, metric)
             except StoreError as err:
-                await worker.failed(str(err))
+                await failed(metric, str(err))
                 return
-            await worker.answer(metric, body)
+            await answer(metric, body)
 
         await asyncio.gather(*(ask(metric, query) for metric, query in queries))
-        self.last_answers_wall_s = time.monotonic() - started
+
+    async def _read_back(
+        self, worker: DigestWorker, now_s: float
+    ) -> tuple[list[NodeSample], tuple[str, ...]]:
+        """The worker's nodes, a frame of them at a time with the event loop running between."""
         nodes: list[NodeSample] = []
         async for items in worker.finish():
             with _collector_paused():
                 for bare, _facts, _ports in items:
                     host = bare.name
                     facts = worker.facts.get(host, NO_FACTS)
-                    if facts is not NO_FACTS and facts == NO_FACTS:
-                        facts = worker.facts[host] = NO_FACTS  # one shared, as in this process
                     nodes.append(self._named(bare, now_s, facts, worker.ports.get(host, ())))
             await asyncio.sleep(0)
         done = worker.done
@@ -439,26 +455,6 @@ class PrometheusSource:
             self.worker_peak_rss_mb = max(self.worker_peak_rss_mb, done.peak_rss_mb)
         self._add_missing(nodes)
         return nodes, done.notes if done is not None else ()
-
-    async def _refresh_here(
-        self,
-        session: aiohttp.ClientSession,
-        url: str,
-        queries: list[tuple[str, str]],
-        now_s: float,
-        started: float,
-    ) -> tuple[list[NodeSample], tuple[str, ...]]:
-        """The answers read in this process, on a thread (where no worker can be started)."""
-        bodies = await asyncio.gather(
-            *(self.post(session, url, {"query": text}, name) for name, text in queries),
-            return_exceptions=True,
-        )
-        for body in bodies:
-            if isinstance(body, BaseException) and not isinstance(body, StoreError):
-                raise body
-        self.last_answers_wall_s = time.monotonic() - started
-        names = [metric for metric, _query in queries]
-        return await asyncio.to_thread(self._digest, names, bodies, now_s)
 
     def _digest(
         self, names: list[str], bodies: list[bytes | BaseException], now_s: float
