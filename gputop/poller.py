@@ -69,6 +69,7 @@ class Poller:
         self._source_errors: dict[str, str] = {}
         self._tick = 0
         self._slurm_names = SlurmNameAligner()
+        self._sorted_names: list[str] = []  # the last tick's nodes, in natural order
         self._wake = asyncio.Event()
         self._stopping = False
 
@@ -172,9 +173,12 @@ class Poller:
             nodes.extend(self._age(node, now_s, stale_s, down_s) for node in result.nodes)
             if result.slurm is not None:
                 slurm = result.slurm
-        nodes.sort(key=lambda node: natural_key(node.name))
+        names = [node.name for node in nodes]
+        if names != self._sorted_names:  # most ticks list the nodes as the last one did, in order
+            nodes.sort(key=lambda node: natural_key(node.name))
+            names = self._sorted_names = [node.name for node in nodes]
         # Slurm's names keyed as the nodes are named (case and domain apart), so every lookup finds them
-        slurm = self._slurm_names.align(slurm, [node.name for node in nodes])
+        slurm = self._slurm_names.align(slurm, names)
         self._tick += 1
         snapshot = ClusterSnapshot.build(
             cluster=self.cluster,

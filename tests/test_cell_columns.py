@@ -9,7 +9,8 @@ from dataclasses import dataclass, replace
 
 import pytest
 
-from gputop.core.cell_columns import all_cell_codes
+from gputop.core import cell_columns
+from gputop.core.cell_columns import CellColumns, all_cell_codes
 from gputop.core.config import Thresholds
 from gputop.core.heatmap import COLUMNS_FROM_NODES, CellCodes, cell_codes, cells_of
 from gputop.core.metrics import HeatScale, Metric, heat_scales
@@ -19,6 +20,7 @@ from gputop.core.summary import ClusterView
 from gputop.core.view import ViewStage
 from gputop.sim.simulator import SimulatedCluster
 from tests.factories import gpu_sample, node_sample
+from tests.test_tracker_slices import run
 
 T0 = 1_780_000_000.0
 SCALES = heat_scales(83.0, 95.0, 90.0)
@@ -155,6 +157,34 @@ def test_random_nodes_every_oddity(seed: int) -> None:
     rows = {n.name: random_row(rng, n) for n in nodes if rng.random() < 0.97}  # a few without a row
     for metric in Metric:
         assert_same(nodes, rows, metric, SCALES[metric])
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_in_small_slices_the_same_codes(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a refresh of 10,000 changed nodes is split and coded a slice at a time; slices of a few nodes here
+    # cross every boundary: between plain nodes of one size, of several sizes, and among the others
+    monkeypatch.setattr(cell_columns, "NODES_PER_SLICE", 7)
+    monkeypatch.setattr(cell_columns, "OTHERS_PER_SLICE", 3)
+    rng = random.Random(seed)
+    nodes = [random_node(rng, f"n{k:04d}") for k in range(120)]
+    rows = {n.name: random_row(rng, n) for n in nodes if rng.random() < 0.97}
+    steps = CellColumns.steps(nodes, rows)  # type: ignore[arg-type]
+    split, yields = run(steps)
+    assert yields >= 120 // 7
+    for metric in Metric:
+        codes, yields = run(split.codes_steps(metric, SCALES[metric]))
+        assert yields >= len(split.names) // 7
+        expected = one_by_one(nodes, rows, metric, SCALES[metric])
+        assert list(codes) == list(expected) and codes == expected, metric
+    # every node the same size: cut a slice of nodes at a time without their spans
+    same = [
+        node_sample(f"a{k}", tuple(gpu_sample(i, util_pct=float(k + i)) for i in range(8))) for k in range(50)
+    ]
+    plain = {n.name: Row() for n in same}
+    split = CellColumns(same, plain)  # type: ignore[arg-type]
+    assert split.spans is None
+    codes, _ = run(split.codes_steps(Metric.UTIL, SCALES[Metric.UTIL]))
+    assert codes == one_by_one(same, plain, Metric.UTIL, SCALES[Metric.UTIL])
 
 
 def test_every_node_the_same_size_or_not() -> None:

@@ -15,12 +15,15 @@ before anyone was watching. Pure: times come from the caller.
 from __future__ import annotations
 
 import time
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 from gputop.core.health import Problem
 from gputop.core.models import NodeSample, Severity
+from gputop.core.slices import run_to_end
+
+PROBLEMS_PER_SLICE = 1000  # some 3 ms of work between two yields
 
 
 class AlertKey(NamedTuple):
@@ -75,14 +78,29 @@ class AlertBook:
     _acknowledged: set[AlertKey] = field(default_factory=set)
     _silenced_until_s: dict[AlertKey, float] = field(default_factory=dict)
     _primed: bool = False  # an update has happened: later CRITs are news
+    _marks: int = 0  # acknowledgements and silences so far: one made during a sliced update is re-read
 
     def update(self, problems: Iterable[Problem], now_s: float, settling: Collection[str] = ()) -> AlertState:
         """``settling``: nodes not yet heard in full (`FirstLook`): what they report now was already
         wrong when gputop started, not news."""
+        return run_to_end(self.update_steps(problems, now_s, settling))
+
+    def update_steps(
+        self,
+        problems: Iterable[Problem],
+        now_s: float,
+        settling: Collection[str] = (),
+        problems_per_slice: int = PROBLEMS_PER_SLICE,
+    ) -> Generator[None, None, AlertState]:
+        """`update`, yielding after every ``problems_per_slice`` problems (a store's refresh at 10,000
+        nodes brings thousands). The state changes only when the last slice is done."""
         old = self.state.alerts
+        marks = self._marks
         alerts: dict[str, Alert] = {}
         new_crit: list[Alert] = []
-        for problem in problems:
+        for count, problem in enumerate(problems, 1):
+            if not count % problems_per_slice:
+                yield
             key = AlertKey(problem.node, problem.kind, problem.gpu_index, problem.subject)
             text = key.text
             seen = alerts.get(text)
@@ -103,6 +121,22 @@ class AlertBook:
             quiet = alert.acknowledged or alert.silenced(now_s)
             if problem.severity is Severity.CRIT and worse and not quiet:
                 new_crit.append(alert)
+        if marks != self._marks:
+            # acknowledged or silenced between slices: those alerts say so now, and do not ring
+            restated: dict[int, Alert] = {}
+            for text, alert in alerts.items():
+                marked = replace(
+                    alert,
+                    acknowledged=alert.key in self._acknowledged,
+                    silenced_until_s=self._silence(alert.key, now_s),
+                )
+                if marked != alert:
+                    alerts[text] = restated[id(alert)] = marked
+            new_crit = [
+                marked
+                for marked in (restated.get(id(a), a) for a in new_crit)
+                if not (marked.acknowledged or marked.silenced(now_s))
+            ]
         # an acknowledgement holds while its problem lasts; a silence until its time
         self._acknowledged &= {a.key for a in alerts.values()}
         news = (
@@ -126,6 +160,7 @@ class AlertBook:
         alert = self.state.alerts.get(text)
         if alert is None:
             return self.state
+        self._marks += 1
         if acknowledged:
             self._acknowledged.add(alert.key)
         else:
@@ -137,6 +172,7 @@ class AlertBook:
         alert = self.state.alerts.get(text)
         if alert is None:
             return self.state
+        self._marks += 1
         if until_s is None:
             self._silenced_until_s.pop(alert.key, None)
         else:

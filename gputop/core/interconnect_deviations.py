@@ -24,8 +24,9 @@ when one of its members' summary changed.
 
 from __future__ import annotations
 
+import operator
 from collections import Counter
-from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Generator, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
@@ -43,11 +44,13 @@ from gputop.core.interconnect import (
 from gputop.core.models import IbPort, NodeSample, Severity
 from gputop.core.parsers.nvlink import NvlinkStatus
 from gputop.core.parsers.topo import LinkClass, Topology
+from gputop.core.slices import run_to_end
 
 KIND = "interconnect"
 MIN_PEERS = 3  # fewer voters have no majority that means anything
 ABSENT = "absent"  # the state of a port that a node does not list while its peers do
 _KNOWN_TOPOLOGIES = 8  # distinct topologies kept per device list; one model rarely has more than two
+NODES_PER_SLICE = 1000  # nodes looked at between two yields: some 3 ms when all of them are new
 
 _V = TypeVar("_V", bound=Hashable)
 
@@ -312,13 +315,29 @@ class InterconnectTracker:
         self._result = FleetInterconnect(
             MappingProxyType({}), MappingProxyType({}), MappingProxyType({}), MappingProxyType({})
         )
+        self._last_nodes: tuple[NodeSample, ...] = ()
 
     def update(self, nodes: Iterable[NodeSample]) -> FleetInterconnect:
+        return run_to_end(self.update_steps(nodes))
+
+    def update_steps(
+        self, nodes: Iterable[NodeSample], nodes_per_slice: int = NODES_PER_SLICE
+    ) -> Generator[None, None, FleetInterconnect]:
+        """`update`, yielding after every ``nodes_per_slice`` nodes (a store's refresh brings 10,000 new
+        samples). The very same samples as the last call (a store's source between its refreshes) are
+        not looked at again."""
+        nodes = tuple(nodes)
+        last_nodes = self._last_nodes
+        if len(last_nodes) == len(nodes) and all(map(operator.is_, last_nodes, nodes)):
+            return self._result
+        self._last_nodes = ()  # an update left half done (its caller gone) must not count as done
         seen = self._seen
         present: set[str] = set()
         dirty: set[PeerGroup] = set()
         summaries_changed = False
-        for node in nodes:
+        for count, node in enumerate(nodes, 1):
+            if not count % nodes_per_slice:
+                yield
             name = node.name
             present.add(name)
             facts = node.facts
@@ -360,6 +379,7 @@ class InterconnectTracker:
                 gone = seen.pop(name)
                 if gone.group is not None:
                     self._leave(name, gone.group, gone.summary, dirty)
+        self._last_nodes = nodes
         if not summaries_changed:
             return self._result
         for group in dirty:

@@ -9,9 +9,11 @@ object (nothing about it changed), and otherwise compares a few keys; a node's l
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Generator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
+
+from gputop.core.slices import run_to_end
 
 if TYPE_CHECKING:
     from gputop.core.models import NodeSample, SlurmNode
@@ -21,6 +23,7 @@ if TYPE_CHECKING:
 EVENTS_PER_NODE: Final = 200
 KEEP_S: Final = 24 * 3600.0
 DRAIN_FLAGS: Final = frozenset({"DRAIN", "DRAINING", "DRAINED"})
+ROWS_PER_SLICE: Final = 1000  # some 3 ms of work between two yields, every row changed
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +53,16 @@ class NodeTimeline:
     def update(self, now_s: float, rows: Mapping[str, NodeRow]) -> None:
         """One tick's rows. A node seen for the first time is only learnt: what was there before gputop
         looked did not start then."""
-        for name, row in rows.items():
+        run_to_end(self.update_steps(now_s, rows))
+
+    def update_steps(
+        self, now_s: float, rows: Mapping[str, NodeRow], rows_per_slice: int = ROWS_PER_SLICE
+    ) -> Generator[None, None, None]:
+        """`update`, yielding after every ``rows_per_slice`` rows (a refresh of a store's 10,000 nodes
+        changes every row). Each node's events are whole between slices."""
+        for count, (name, row) in enumerate(rows.items(), 1):
+            if not count % rows_per_slice:
+                yield
             seen = self._nodes.get(name)
             if seen is None:
                 seen = self._nodes[name] = _Seen()

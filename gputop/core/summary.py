@@ -7,7 +7,7 @@ them too).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Generator, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -26,6 +26,7 @@ from gputop.core.ib_flaps import IbFlaps, PortFlaps
 from gputop.core.idle import IdleGpu, IdleState
 from gputop.core.interconnect_deviations import Deviation, FleetInterconnect
 from gputop.core.jobs import JobRow
+from gputop.core.map_zoom import Reduce, node_cells
 from gputop.core.metrics import HeatScale, Metric
 from gputop.core.models import (
     ClusterSnapshot,
@@ -36,6 +37,9 @@ from gputop.core.models import (
     SlurmState,
     percent,
 )
+from gputop.core.slices import run_to_end
+
+SUMMARY_ROWS_PER_SLICE = 2500  # some 3 ms of work between two yields
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +140,15 @@ class ClusterView:
     # other metrics' cell codes: those the stage worked out beside its own (a large cluster's, where a
     # switch would otherwise wait for them), and `cells_for`'s, worked out on first ask
     more_cells: dict[Metric, Mapping[str, CellCodes]] = field(default_factory=dict, compare=False, repr=False)
+    # each node's one map cell (`map_zoom.node_cells`, in the snapshot's order) by metric and reduction:
+    # worked out once per view on first ask, or by the stage beside the cells, and handed on by it while
+    # the cells are the same (a store's source between refreshes), so a switch of the map's metric at
+    # 10,000 nodes is a lookup
+    node_codes: dict[tuple[Metric, Reduce], list[int]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
+    # the fields some node's host does not export (the map's legend explains the mark), on first ask
+    unexported_memo: list[frozenset[str]] = field(default_factory=list, compare=False, repr=False)
 
     def cells_known(self, metric: Metric) -> Mapping[str, CellCodes] | None:
         """``metric``'s cell codes if this view has them already (None: not worked out)."""
@@ -154,6 +167,23 @@ class ClusterView:
             done = cells_of(self.snapshot.nodes, self.rows, metric, self.scales[metric])
             self.more_cells[metric] = done
         return done
+
+    def node_codes_for(self, metric: Metric, how: Reduce) -> list[int]:
+        """Each node's one map cell for ``metric``, reduced ``how``, in the snapshot's node order."""
+        key = (metric, how)
+        done = self.node_codes.get(key)
+        if done is None:
+            names = [node.name for node in self.snapshot.nodes]
+            done = self.node_codes[key] = node_cells(self.cells_for(metric), names, how)
+        return done
+
+    @property
+    def unexported(self) -> frozenset[str]:
+        """Every field that some node's host does not export."""
+        if not self.unexported_memo:
+            gone = {node.not_exported for node in self.snapshot.nodes if node.not_exported}
+            self.unexported_memo.append(frozenset().union(*gone))
+        return self.unexported_memo[0]
 
 
 def _mean(values: list[float]) -> float | None:
@@ -312,11 +342,20 @@ def derive_rows(
 
 
 def summarize(rows: Iterable[NodeRow]) -> ClusterSummary:
+    return run_to_end(summarize_steps(rows))
+
+
+def summarize_steps(
+    rows: Iterable[NodeRow], rows_per_slice: int = SUMMARY_ROWS_PER_SLICE
+) -> Generator[None, None, ClusterSummary]:
+    """`summarize`, yielding after every ``rows_per_slice`` rows."""
     ok = stale = down = gpus = warn = crit = 0
     util_sum = 0.0
     util_count = 0
     power = 0.0
-    for row in rows:
+    for count, row in enumerate(rows, 1):
+        if not count % rows_per_slice:
+            yield
         if row.reachability is Reachability.OK:
             ok += 1
         elif row.reachability is Reachability.STALE:

@@ -13,7 +13,8 @@ The core does no I/O and knows no event loop: the caller decides what a yield me
 
 from __future__ import annotations
 
-from collections.abc import Generator, Iterable, Mapping
+import operator
+from collections.abc import Generator, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from gputop.core.alerts import AlertBook, FirstLook
@@ -26,16 +27,18 @@ from gputop.core.ib_flaps import IbFlapTracker
 from gputop.core.idle import IdleTracker
 from gputop.core.interconnect_deviations import InterconnectTracker
 from gputop.core.jobs import job_rows_steps
+from gputop.core.map_zoom import Reduce, node_cells
 from gputop.core.metrics import Metric, heat_scales
 from gputop.core.models import ClusterSnapshot, NodeSample
 from gputop.core.node_timeline import NodeTimeline
 from gputop.core.slices import run_to_end
-from gputop.core.summary import ClusterView, NodeRow, derive_rows, summarize
+from gputop.core.summary import ClusterView, NodeRow, derive_rows, summarize_steps
 
 if TYPE_CHECKING:
-    from gputop.core.history_store import HistoryStore
+    from gputop.core.history_store import Gathered, HistoryStore
 
 DERIVE_CHUNK_NODES = 100  # nodes derived between two yields: a few milliseconds of work
+NODE_CODES_PER_SLICE = 2500  # nodes' one cell worked out between two yields: some 2 ms
 # A tick that comes late (a slow source, a suspended laptop) counts as at most this many intervals of
 # idleness, so a pause is never mistaken for a GPU sitting idle.
 MAX_IDLE_STEP_INTERVALS = 2
@@ -86,6 +89,9 @@ class ViewStage:
         # every GPU's recent readings, for charts and sparklines (None: a round without a past); made at
         # the first snapshot, so numpy is not loaded before the first frame is painted
         self.history_store: HistoryStore | None = None
+        # the last readings gathered for the history store, and of which node samples: a store's source
+        # hands on the same samples for the ticks between its refreshes, whose readings are then known
+        self._gathered: tuple[Sequence[NodeSample], Gathered] | None = None
 
     def store(self) -> HistoryStore | None:
         """The history store, made at the first call (None: this stage keeps no history)."""
@@ -97,6 +103,18 @@ class ViewStage:
                 interval_s=self.interval_s, fine_minutes=config.fine_minutes, coarse_hours=config.coarse_hours
             )
         return self.history_store
+
+    def _gather_steps(self, nodes: Sequence[NodeSample]) -> Generator[None, None, Gathered]:
+        """`history_store.gather_steps`, or what it gave last time for the very same node samples (80,000
+        GPUs' readings cost some 25 ms a tick, in five slices that each hold up a key)."""
+        from gputop.core.history_store import gather_steps  # with numpy, once the store exists
+
+        last = self._gathered
+        if last is not None and len(last[0]) == len(nodes) and all(map(operator.is_, last[0], nodes)):
+            return last[1]
+        gathered = yield from gather_steps(nodes)
+        self._gathered = (nodes, gathered)
+        return gathered
 
     def _column_cells(
         self,
@@ -111,9 +129,9 @@ class ViewStage:
         pays some 10 ms a metric, and a store's source only when its data is new."""
         from gputop.core.cell_columns import CellColumns  # numpy: only for a large cluster
 
-        split = CellColumns(changed, rows)
+        split = yield from CellColumns.steps(changed, rows)
         yield
-        cells.update(split.codes(self.cell_metric, self.scales[self.cell_metric]))
+        cells.update((yield from split.codes_steps(self.cell_metric, self.scales[self.cell_metric])))
         everything = len(changed) == len(cells)
         more: dict[Metric, Mapping[str, CellCodes]] = {}
         for other in Metric:
@@ -121,7 +139,7 @@ class ViewStage:
             if other is self.cell_metric or (known is None and not everything):
                 continue
             yield
-            fresh = split.codes(other, self.scales[other])
+            fresh = yield from split.codes_steps(other, self.scales[other])
             if not everything and known is not None:
                 fresh = {name: fresh[name] if name in fresh else known[name] for name in cells}
             more[other] = fresh
@@ -154,7 +172,7 @@ class ViewStage:
         # nodes, health: 30): together they are some 80 ms that a key pressed meanwhile would wait for
         idle = yield from self.idle_tracker.update_steps(snapshot)
         yield
-        interconnect = self.interconnect_tracker.update(snapshot.nodes)
+        interconnect = yield from self.interconnect_tracker.update_steps(snapshot.nodes)
         yield
         health = yield from self.health_tracker.update_steps(snapshot)
         yield
@@ -196,6 +214,8 @@ class ViewStage:
             rows.update(chunk_rows)
             yield
         more_cells: dict[Metric, Mapping[str, CellCodes]] = {}
+        node_codes: dict[tuple[Metric, Reduce], list[int]] = {}
+        unexported: list[frozenset[str]] = []
         if (
             not changed
             and previous is not None
@@ -209,8 +229,10 @@ class ViewStage:
                 known = previous.cells_known(other)
                 if other is not metric and known is not None:
                     more_cells[other] = known
+            node_codes, unexported = previous.node_codes, previous.unexported_memo
         elif len(changed) >= COLUMNS_FROM_NODES:
             more_cells = yield from self._column_cells(changed, rows, cells, previous)
+            node_codes = yield from _node_codes_steps(snapshot.nodes, {metric: cells, **more_cells})
         else:
             cells.update(cells_of(changed, rows, metric, scale))
         yield
@@ -218,10 +240,8 @@ class ViewStage:
         yield
         store = self.store()
         if store is not None:
-            from gputop.core.history_store import gather_steps  # with numpy, once the store exists
-
-            gathered = yield from gather_steps(snapshot.nodes)
-            store.append(
+            gathered = yield from self._gather_steps(snapshot.nodes)
+            yield from store.append_steps(
                 snapshot.taken_at_s,
                 snapshot.nodes,
                 rows,
@@ -230,17 +250,22 @@ class ViewStage:
             )
             yield
         now_s = snapshot.taken_at_s
-        self.timeline.update(now_s, rows)
+        yield from self.timeline.update_steps(now_s, rows)
         yield
         settling = self.first_look.settling(snapshot.nodes, now_s)
-        alerts = self.alert_book.update((p for row in rows.values() for p in row.problems), now_s, settling)
+        yield
+        problems = (p for row in rows.values() for p in row.problems)
+        alerts = yield from self.alert_book.update_steps(problems, now_s, settling)
+        summary = yield from summarize_steps(rows.values())
         view = ClusterView(
             snapshot=snapshot,
             rows=rows,
-            summary=summarize(rows.values()),
+            summary=summary,
             cells=cells,
             cells_metric=metric,
             more_cells=more_cells,
+            node_codes=node_codes,
+            unexported_memo=unexported,
             scales=self.scales,
             idle=idle,
             jobs=jobs,
@@ -252,3 +277,19 @@ class ViewStage:
         )
         self.view = view
         return view
+
+
+def _node_codes_steps(
+    nodes: Sequence[NodeSample], cells: Mapping[Metric, Mapping[str, CellCodes]]
+) -> Generator[None, None, dict[tuple[Metric, Reduce], list[int]]]:
+    """Each node's one cell (the map's node zoom, the worst of its GPUs) for every metric whose cells are
+    known, a slice of nodes at a time: a switch of the map's metric is then a lookup."""
+    names = [node.name for node in nodes]
+    done: dict[tuple[Metric, Reduce], list[int]] = {}
+    for metric, codes in cells.items():
+        found: list[int] = []
+        for start in range(0, len(names), NODE_CODES_PER_SLICE):
+            yield
+            found.extend(node_cells(codes, names[start : start + NODE_CODES_PER_SLICE], Reduce.WORST))
+        done[(metric, Reduce.WORST)] = found
+    return done

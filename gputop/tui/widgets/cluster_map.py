@@ -154,6 +154,10 @@ class ClusterMap(Widget, can_focus=True):
         self._groups_key: tuple[object, ...] = ()
         self._group_codes: list[tuple[int, int]] = []  # per group: its state, its heat
         self._reduced_for: tuple[object, ...] = ()  # what the codes above were reduced from
+        # by metric and reduction: the node cells and groups the group cells beside them came from
+        self._group_memo: dict[
+            tuple[Metric, Reduce], tuple[list[int], list[Group], list[tuple[int, int]]]
+        ] = {}
 
     # -- data in ----------------------------------------------------------------------------------------
     def apply_view(self, view: ClusterView) -> None:
@@ -190,14 +194,9 @@ class ClusterMap(Widget, can_focus=True):
 
     def _note_unexported(self) -> None:
         """Whether the legend explains the "not exported" mark: only while some node shows it."""
-        fields = self.metric.fields
         if self._view is None:
             return
-        self._unexported = any(
-            not node.not_exported.isdisjoint(fields)
-            for node in self._view.snapshot.nodes
-            if node.not_exported
-        )
+        self._unexported = not self._view.unexported.isdisjoint(self.metric.fields)
 
     def set_filter(
         self, kept: frozenset[str] | None, gpus: Mapping[str, frozenset[int]] | None = None
@@ -255,12 +254,25 @@ class ClusterMap(Widget, can_focus=True):
         if len(done_for) == len(self._reduced_for) and all(map(operator.is_, done_for, self._reduced_for)):
             return
         self._reduced_for = done_for
-        self._node_codes = node_cells(self._cells, self._names, self.reduce)
+        view = self._view
+        if view is not None and self._cells is view.cells_for(self.metric):
+            self._node_codes = view.node_codes_for(self.metric, self.reduce)  # the view's, once for all
+        else:
+            self._node_codes = node_cells(self._cells, self._names, self.reduce)
         if zoom is Zoom.GROUP and self._groups is not None:
-            codes = self._node_codes
+            codes, groups = self._node_codes, self._groups
+            # the groups' cells of the same node cells and groups as when last worked out for this metric
+            # (the metric keys go round between a store's refreshes)
+            known = self._group_memo.get((self.metric, self.reduce))
+            if known is not None and known[0] is codes and known[1] is groups:
+                self._group_codes = known[2]
+                return
             self._group_codes = [
-                reduce_group([codes[i] for i in group.members], self.reduce) for group in self._groups
+                reduce_group([codes[i] for i in group.members], self.reduce) for group in groups
             ]
+            if len(self._group_memo) > 2 * len(Metric):
+                self._group_memo.clear()
+            self._group_memo[(self.metric, self.reduce)] = (codes, groups, self._group_codes)
 
     def action_zoom(self, step: int) -> None:
         """One zoom finer (-1) or coarser (+1) than shown; back to following the screen where that is
