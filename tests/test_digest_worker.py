@@ -20,7 +20,7 @@ from gputop.core.models import NodeSample, Reachability
 from gputop.core.parsers.prom_text import parse_prom_text
 from gputop.sim.dcgm_text import exposition, node_exporter_ib
 from gputop.sim.simulator import SimulatedCluster
-from gputop.sources.digest_worker import DigestWorker, WorkerGone
+from gputop.sources.digest_worker import WORKER_NICE, DigestWorker, WorkerGone
 from gputop.sources.prometheus import PrometheusSource, StoreError
 from tests.infra.stores import victoria_metrics, vm_import
 from tests.test_prometheus_source import cluster_config, needs_vm
@@ -113,6 +113,20 @@ async def test_a_worker_that_dies_is_a_reason_and_the_next_refresh_starts_anothe
         async for _items in worker.finish():
             pass
     assert not worker.alive
+
+
+async def test_the_worker_runs_below_the_dashboard_s_priority() -> None:
+    # where the CPUs are busy, the event loop answering keys goes before the decoding
+    source = PrometheusSource(cluster_config("http://127.0.0.1:1", "gpu001"), time.time)
+    worker = await DigestWorker.start(None, source.store)
+    try:
+        wanted = min(19, os.getpriority(os.PRIO_PROCESS, 0) + WORKER_NICE)
+        deadline = time.monotonic() + 10  # it lowers its priority once its imports are done
+        while os.getpriority(os.PRIO_PROCESS, worker._process.pid) != wanted and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        assert os.getpriority(os.PRIO_PROCESS, worker._process.pid) == wanted
+    finally:
+        await worker.stop()
 
 
 async def test_no_answer_at_all_is_the_store_s_error_and_the_worker_goes_on() -> None:
