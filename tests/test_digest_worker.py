@@ -5,6 +5,7 @@ they change included); a worker that dies or cannot start gets a reason, and the
 from __future__ import annotations
 
 import asyncio
+import gzip
 import os
 import signal
 import sys
@@ -66,7 +67,7 @@ async def by_worker(
     nodes' facts came with it."""
     await worker.begin()
     for metric, body in bodies.items():
-        await worker.answer(metric, body)
+        await worker.answer(metric, gzip.compress(body), "gzip")  # as the store sends them
     nodes = []
     facts_sent = 0
     async for items in worker.finish():
@@ -88,7 +89,7 @@ async def test_the_worker_joins_what_this_process_would_refresh_after_refresh() 
             sim.advance_to(at_s)
             up = [n for n in sim.result().nodes if n.reachability is Reachability.OK]
             bodies = answers(up, int(at_s * 1000), replays=(0, None, 40)[step])
-            here, _notes = source._digest(list(bodies), list(bodies.values()), at_s)  # type: ignore[arg-type]
+            here, _notes = source._digest([(metric, body, "") for metric, body in bodies.items()], at_s)
             there, facts_sent = await by_worker(worker, source, bodies, at_s)
             # the counters' facts are read at each slow refresh (their time moves), kept between
             assert facts_sent == (len(up), 0, len(up))[step]
@@ -135,7 +136,7 @@ async def test_no_answer_at_all_is_the_store_s_error_and_the_worker_goes_on() ->
     try:
         await worker.begin()
         await worker.failed("DCGM_FI_DEV_GPU_UTIL: no answer within 10s")
-        await worker.answer("DCGM_FI_DEV_GPU_TEMP", b"<html>proxy error</html>")
+        await worker.answer("DCGM_FI_DEV_GPU_TEMP", b"<html>proxy error</html>", "")
         with pytest.raises(StoreError, match=r"no query answered .*no answer within 10s") as caught:
             async for _items in worker.finish():
                 pass

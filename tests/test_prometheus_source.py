@@ -8,8 +8,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import gzip
 import os
 import time
+import zlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -21,7 +23,9 @@ from gputop.core.nodeset import expand_nodeset
 from gputop.core.view import ViewStage
 from gputop.sim.dcgm_text import ExporterStyle, exposition, node_exporter_ib
 from gputop.sim.simulator import SimulatedCluster
+from gputop.sources import store_answers
 from gputop.sources.prometheus import PrometheusSource, StoreError, parse_vector
+from gputop.sources.store_answers import inflate
 from tests.infra.procnet import free_ports
 from tests.infra.stores import PROMETHEUS, VICTORIA_METRICS, prometheus, victoria_metrics, vm_import
 
@@ -308,7 +312,7 @@ def test_a_refresh_without_the_port_rates_keeps_the_last_ones_and_names_what_fai
         "node_infiniband_physical_state_id": answer((port, 5.0)),
         "node_infiniband_rate_bytes_per_second": answer((port, 5e10)),
     }
-    nodes, warnings = source._digest(list(full), list(full.values()), 1_800_000_000.0)
+    nodes, warnings = source._digest([(m, body, "") for m, body in full.items()], 1_800_000_000.0)
     assert nodes[0].ib_ports[0].rate_gbps == 400.0 and warnings == ()
     fast = {
         "@time": answer((place, 1_800_000_015.0)),
@@ -316,10 +320,35 @@ def test_a_refresh_without_the_port_rates_keeps_the_last_ones_and_names_what_fai
         "node_infiniband_state_id": answer((port, 1.0)),
         "node_infiniband_physical_state_id": answer((port, 3.0)),
     }
-    nodes, warnings = source._digest(list(fast), list(fast.values()), 1_800_000_015.0)  # type: ignore[arg-type]
+    arrived: list[tuple[str, bytes | BaseException, str]] = [(m, body, "") for m, body in fast.items()]
+    nodes, warnings = source._digest(arrived, 1_800_000_015.0)
     (ib,) = nodes[0].ib_ports
     assert (ib.state, ib.physical_state, ib.rate_gbps) == ("Down", "Disabled", 400.0)
     assert warnings == ("DCGM_FI_DEV_GPU_UTIL: no answer within 10s",)
+
+
+def test_answers_are_inflated_where_they_are_decoded_and_never_past_the_limit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    document = b'{"status":"success","data":{"resultType":"vector","result":[]}}'
+    assert inflate(document, "", "X") == inflate(document, "identity", "X") == document
+    assert inflate(gzip.compress(document), "gzip", "X") == document
+    assert inflate(zlib.compress(document), "Deflate", "X") == document  # HTTP's deflate: zlib's header
+    with pytest.raises(StoreError, match="encoded as 'br', which gputop does not read"):
+        inflate(document, "br", "X")
+    with pytest.raises(StoreError, match="X: the gzip answer does not inflate"):
+        inflate(b"\x1f\x8b\x08garbage", "gzip", "X")
+    # a small answer that inflates past the limit (a bomb, or a store gone wrong) stops at the limit
+    monkeypatch.setattr(store_answers, "MAX_RESPONSE_BYTES", 1 << 20)
+    with pytest.raises(StoreError, match="larger than 1 MiB"):
+        inflate(gzip.compress(b" " * (4 << 20)), "gzip", "X")
+    # the worker and the thread read an answer that does not inflate as a note, and go on
+    digest = store_answers.Digest(None, "store")
+    digest.begin()
+    digest.add("DCGM_FI_DEV_GPU_UTIL", b"not gzip", "gzip")
+    digest.add("@time", gzip.compress(document), "gzip")
+    _samples, notes = digest.finish()
+    assert notes == ("DCGM_FI_DEV_GPU_UTIL: the gzip answer does not inflate",)
 
 
 def test_ssh_on_the_node_screen_does_not_drop_what_the_store_had_until_ssh_has_read_it() -> None:
@@ -445,13 +474,15 @@ async def test_a_refresh_asked_in_parts_joins_as_one_asked_whole(tmp_path: Path)
         await parted.start()
         try:
             queried: list[str] = []
-            post = parted.post
+            post_raw = parted.post_raw
 
-            async def counting(session: object, url: str, form: dict[str, str], what: str) -> bytes:
+            async def counting(
+                session: object, url: str, form: dict[str, str], what: str
+            ) -> tuple[bytes, str]:
                 queried.append(form["query"])
-                return await post(session, url, form, what)  # type: ignore[arg-type]
+                return await post_raw(session, url, form, what)  # type: ignore[arg-type]
 
-            parted.post = counting  # type: ignore[method-assign]
+            parted.post_raw = counting  # type: ignore[method-assign]
             in_parts = await parted.collect(now_s + 1)
         finally:
             await parted.close()
@@ -479,14 +510,17 @@ async def test_the_profiling_utilization_is_asked_only_where_the_device_s_is_mis
         await source.start()
         try:
             counts: dict[str, int] = {}
-            post = source.post
+            post_raw = source.post_raw
 
-            async def counting(session: object, url: str, form: dict[str, str], what: str) -> bytes:
-                body = await post(session, url, form, what)  # type: ignore[arg-type]
-                counts[what] = counts.get(what, 0) + len(parse_vector(body, what)[0])
-                return body
+            async def counting(
+                session: object, url: str, form: dict[str, str], what: str
+            ) -> tuple[bytes, str]:
+                body, encoding = await post_raw(session, url, form, what)  # type: ignore[arg-type]
+                assert encoding == "gzip"  # as asked: inflated where it is decoded
+                counts[what] = counts.get(what, 0) + len(parse_vector(inflate(body, encoding, what), what)[0])
+                return body, encoding
 
-            source.post = counting  # type: ignore[method-assign]
+            source.post_raw = counting  # type: ignore[method-assign]
             result = await source.collect(now_s + 1)
         finally:
             await source.close()

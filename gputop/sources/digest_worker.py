@@ -94,9 +94,10 @@ def serve(inp: IO[bytes], out: IO[bytes]) -> None:
             gc.disable()  # each of its passes would walk the answers' million objects again
             digest.begin()
         elif kind == ANSWER:
-            name, _, body = payload.partition(b"\0")
-            del payload
-            digest.add(name.decode("utf-8", "replace"), body)
+            name, _, rest = payload.partition(b"\0")
+            encoding, _, body = rest.partition(b"\0")
+            del payload, rest
+            digest.add(name.decode("utf-8", "replace"), body, encoding.decode("ascii", "replace"))
         elif kind == FAILED:
             digest.failed(payload.decode("utf-8", "replace"))
         elif kind == FINISH:
@@ -228,8 +229,9 @@ class DigestWorker:
     async def begin(self) -> None:
         await self._send(BEGIN, b"")
 
-    async def answer(self, metric: str, body: bytes) -> None:
-        await self._send(ANSWER, metric.encode() + b"\0", body)
+    async def answer(self, metric: str, body: bytes, encoding: str) -> None:
+        """One query's answer as it came (compressed: it is inflated here, in the worker)."""
+        await self._send(ANSWER, metric.encode() + b"\0" + encoding.encode("ascii", "replace") + b"\0", body)
 
     async def failed(self, why: str) -> None:
         await self._send(FAILED, why.encode())

@@ -51,7 +51,7 @@ from gputop.core.models import IbPort, NodeSample, Reachability, SourceResult, X
 from gputop.core.node_exporter_ib import IB_METRICS, PHYSICAL_STATE, PORT_LABELS, STATE
 from gputop.sources.digest_worker import DigestWorker, WorkerGone
 from gputop.sources.prometheus_history import past_hour
-from gputop.sources.store_answers import Digest, StoreError, parse_vector
+from gputop.sources.store_answers import MAX_RESPONSE_BYTES, Digest, StoreError, inflate, parse_vector
 
 __all__ = ["PrometheusSource", "StoreError", "parse_vector"]
 
@@ -60,7 +60,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-MAX_RESPONSE_BYTES: Final = 256 * 1024 * 1024  # 80,000 GPUs x a dozen metrics, with room
 TIME_QUERY: Final = FB_USED  # in every dcgm-exporter default field list
 TENANT_HEADERS: Final = {"thanos": "THANOS-TENANT", "mimir": "X-Scope-OrgID"}
 
@@ -238,7 +237,10 @@ class PrometheusSource:
             headers["Authorization"] = "Basic " + base64.b64encode(pair).decode("ascii")
         timeout = aiohttp.ClientTimeout(total=self.config.timeout_s)
         connector = aiohttp.TCPConnector(ssl=context if context is not None else True, limit=32)
-        self._session = aiohttp.ClientSession(headers=headers, timeout=timeout, connector=connector)
+        # answers are read compressed and inflated where they are decoded (`store_answers.inflate`)
+        self._session = aiohttp.ClientSession(
+            headers=headers, timeout=timeout, connector=connector, auto_decompress=False
+        )
         try:
             self._history = await self._past_hour(self._session)
         except StoreError as err:
@@ -366,19 +368,18 @@ class PrometheusSource:
             queries.append((metric, f"max by ({','.join(PORT_LABELS)}) ({metric})"))
         worker = await self._worker_for_refresh()
         if worker is None:
-            arrived: list[tuple[str, bytes | BaseException]] = []
+            arrived: list[tuple[str, bytes | BaseException, str]] = []
 
-            async def keep(metric: str, body: bytes) -> None:
-                arrived.append((metric, body))
+            async def keep(metric: str, body: bytes, encoding: str) -> None:
+                arrived.append((metric, body, encoding))
 
             async def keep_failure(metric: str, why: str) -> None:
-                arrived.append((metric, StoreError(why)))
+                arrived.append((metric, StoreError(why), ""))
 
             await self._ask(session, url, queries, keep, keep_failure)
             self.last_answers_wall_s = time.monotonic() - started
             # seconds of CPU at 80,000 GPUs: on a thread, the event loop keeping its turns
-            names, bodies = [metric for metric, _ in arrived], [body for _, body in arrived]
-            nodes, warnings = await asyncio.to_thread(self._digest, names, bodies, now_s)
+            nodes, warnings = await asyncio.to_thread(self._digest, arrived, now_s)
         else:
             try:
                 await worker.begin()
@@ -422,18 +423,19 @@ class PrometheusSource:
         session: aiohttp.ClientSession,
         url: str,
         queries: list[tuple[str, str]],
-        answer: Callable[[str, bytes], Awaitable[None]],
+        answer: Callable[[str, bytes, str], Awaitable[None]],
         failed: Callable[[str, str], Awaitable[None]],
     ) -> None:
-        """Every query at once, each answer handed on as it arrives (a StoreError as its words)."""
+        """Every query at once, each answer handed on as it arrives, compressed, with its Content-Encoding
+        (a StoreError as its words)."""
 
         async def ask(metric: str, query: str) -> None:
             try:
-                body = await self.post(session, url, {"query": query}, metric)
+                body, encoding = await self.post_raw(session, url, {"query": query}, metric)
             except StoreError as err:
                 await failed(metric, str(err))
                 return
-            await answer(metric, body)
+            await answer(metric, body, encoding)
 
         await asyncio.gather(*(ask(metric, query) for metric, query in queries))
 
@@ -457,20 +459,21 @@ class PrometheusSource:
         return nodes, done.notes if done is not None else ()
 
     def _digest(
-        self, names: list[str], bodies: list[bytes | BaseException], now_s: float
+        self, arrived: list[tuple[str, bytes | BaseException, str]], now_s: float
     ) -> tuple[list[NodeSample], tuple[str, ...]]:
-        """The answers decoded and joined in this process (its Digest is touched nowhere else)."""
+        """The answers (metric, body or its failure, Content-Encoding) decoded and joined in this process
+        (its Digest is touched nowhere else)."""
         if self._local is None:
             self._local = Digest(self.config.host_label, self.store)
         digest = self._local
         with _collector_paused():
             digest.begin()
-            for at, (name, body) in enumerate(zip(names, bodies, strict=True)):
-                bodies[at] = b""  # each answer let go once it is joined
+            for at, (name, body, encoding) in enumerate(arrived):
+                arrived[at] = (name, b"", "")  # each answer let go once it is joined
                 if isinstance(body, BaseException):
                     digest.failed(str(body))
                 else:
-                    digest.add(name, body)
+                    digest.add(name, body, encoding)
                 del body
             samples, notes = digest.finish()
         ports = digest.ib
@@ -487,7 +490,15 @@ class PrometheusSource:
                 nodes.append(NodeSample(name, Reachability.DOWN, None, error=why))
 
     async def post(self, session: aiohttp.ClientSession, url: str, form: dict[str, str], what: str) -> bytes:
-        """One API call's answer, whole and bounded; StoreError saying what went wrong, never a secret."""
+        """One API call's answer, whole, inflated and bounded; StoreError saying what went wrong, never a
+        secret."""
+        body, encoding = await self.post_raw(session, url, form, what)
+        return inflate(body, encoding, what)
+
+    async def post_raw(
+        self, session: aiohttp.ClientSession, url: str, form: dict[str, str], what: str
+    ) -> tuple[bytes, str]:
+        """One API call's answer as it came, whole and bounded, and its Content-Encoding."""
         try:
             async with session.post(url, data=form) as response:
                 chunks: list[bytes] = []
@@ -499,9 +510,12 @@ class PrometheusSource:
                         raise StoreError(f"{what}: the answer is larger than {limit_mib} MiB")
                     chunks.append(chunk)
                 body = b"".join(chunks)
+                encoding = response.headers.get("Content-Encoding", "")
                 if response.status in (401, 403):
                     raise StoreError(f"{self.store} refused the credentials ({response.status})")
-                if response.status >= 400 and not body.startswith(b"{"):
+                # an error's document says more than its status: kept where it is one (inflated: errors
+                # are small)
+                if response.status >= 400 and not inflate(body, encoding, what).startswith(b"{"):
                     raise StoreError(f"{self.store} answered HTTP {response.status} for {what}")
         except TimeoutError:
             raise StoreError(
@@ -511,7 +525,7 @@ class PrometheusSource:
             raise StoreError(f"TLS with {self.store} failed: {_reason(err)}") from None
         except aiohttp.ClientError as err:
             raise StoreError(f"cannot reach {self.store}: {_reason(err)}") from None
-        return body
+        return body, encoding
 
     def _named(
         self, sample: NodeSample, now_s: float, facts: NodeFacts, ports: tuple[IbPort, ...]

@@ -9,6 +9,9 @@ the source's when that process cannot be started.
 
 from __future__ import annotations
 
+import zlib
+from typing import Final
+
 import orjson
 
 from gputop.core.dcgm_join import DcgmJoiner
@@ -16,9 +19,33 @@ from gputop.core.models import IbPort, NodeSample
 from gputop.core.node_exporter_ib import IB_METRICS, ib_ports
 from gputop.sources.prometheus_history import MAX_LABELS
 
+MAX_RESPONSE_BYTES: Final = 256 * 1024 * 1024  # 80,000 GPUs x a dozen metrics, with room
+# Content-Encoding -> zlib's wbits: gzip's header, or zlib's (HTTP's "deflate")
+_WBITS: Final = {"gzip": 31, "x-gzip": 31, "deflate": 15}
+
 
 class StoreError(Exception):
     """The store could not be asked or did not answer as a Prometheus API does (safe to show)."""
+
+
+def inflate(body: bytes, encoding: str, what: str) -> bytes:
+    """An answer as its Content-Encoding gave it, inflated, and never past MAX_RESPONSE_BYTES: the source
+    reads answers compressed (a tenth of the bytes through gputop's event loop and its pipe to the
+    worker) and they are inflated where they are decoded."""
+    encoding = encoding.strip().lower()
+    if encoding in ("", "identity"):
+        return body
+    wbits = _WBITS.get(encoding)
+    if wbits is None:
+        raise StoreError(f"{what}: the answer is encoded as {encoding[:40]!r}, which gputop does not read")
+    inflater = zlib.decompressobj(wbits)
+    try:
+        inflated = inflater.decompress(body, MAX_RESPONSE_BYTES + 1)
+    except zlib.error:
+        raise StoreError(f"{what}: the {encoding} answer does not inflate") from None
+    if len(inflated) > MAX_RESPONSE_BYTES or inflater.unconsumed_tail:
+        raise StoreError(f"{what}: the answer is larger than {MAX_RESPONSE_BYTES >> 20} MiB")
+    return inflated
 
 
 def parse_vector(body: bytes, metric: str) -> tuple[list[tuple[dict[str, str], float]], str | None]:
@@ -94,10 +121,11 @@ class Digest:
         self._notes = []
         self._answered = 0
 
-    def add(self, metric: str, body: bytes) -> None:
-        """One query's answer (a StoreError in it becomes a note: the other answers still read)."""
+    def add(self, metric: str, body: bytes, encoding: str = "") -> None:
+        """One query's answer, as its Content-Encoding gave it (a StoreError in it becomes a note: the
+        other answers still read)."""
         try:
-            found, note = parse_vector(body, metric)
+            found, note = parse_vector(inflate(body, encoding, metric), metric)
         except StoreError as err:
             self._notes.append(str(err))
             return
