@@ -40,6 +40,7 @@ from gputop.core.models import (
 from gputop.core.slices import run_to_end
 
 SUMMARY_ROWS_PER_SLICE = 2500  # some 3 ms of work between two yields
+WORST_FIRST = {Severity.CRIT: 0, Severity.WARN: 1, Severity.OK: 2}  # a row's severity, the worst first
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +77,9 @@ class NodeRow:
     rates: Mapping[int, GpuRates] | None = field(default=None, compare=False, repr=False)
     # what gputop remembers of it from before (gputop.core.event_history): the row is rebuilt when it changes
     memory: NodeMemory | None = field(default=None, compare=False, repr=False)
+    # the node table's "worst first" order: CRIT, WARN, then OK, and more problems first (worked out with
+    # the row, so a refresh's sort of 10,000 rows reads it in C)
+    worst_first: tuple[int, int] = field(default=(2, 0), compare=False, repr=False)
 
     @property
     def idle_gpu_count(self) -> int:
@@ -264,6 +268,7 @@ def node_row(
         problems=problems,
         source=node,
         slurm=slurm,
+        worst_first=(WORST_FIRST[problems[0].severity] if problems else 2, -len(problems)),
         idle_gpu_indices=frozenset(gpu.index for gpu in idle_gpus) if idle_gpus else _NO_GPUS,
         idle_problems=tuple(p for p in problems if p.kind == "idle") if idle_gpus else (),
         interconnect=interconnect,

@@ -4,12 +4,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from operator import attrgetter
 from typing import Any, ClassVar
 
 from textual.binding import BindingType
 
 from gputop.core.filter import NodeFilter
-from gputop.core.models import Reachability, Severity
+from gputop.core.models import Reachability
 from gputop.core.nodeset import natural_key
 from gputop.core.problem import kind_severity
 from gputop.core.summary import ClusterView, NodeRow
@@ -65,9 +66,6 @@ def _problem_cell(row: NodeRow, _context: object) -> Cell:
     return row.worst_problem, row.severity if row.problems else None
 
 
-SEVERITY_ORDER = {Severity.CRIT: 0, Severity.WARN: 1, Severity.OK: 2}
-
-
 def _known(value: Callable[[NodeRow], float | None]) -> Callable[[NodeRow], tuple[bool, Any]]:
     """A reading's sort key: a node that stopped answering sorts as unknown, not by its last values."""
     return lambda r: none_last(None if r.reachability is Reachability.DOWN else value(r))
@@ -114,7 +112,7 @@ COLUMNS: tuple[Column, ...] = (
         0,
         False,
         # rows arrive in natural name order and the sort is stable, so ties stay in name order
-        lambda r: (SEVERITY_ORDER[r.severity], -len(r.problems)),
+        attrgetter("worst_first"),
         _problem_cell,
     ),
 )
