@@ -13,6 +13,7 @@ from gputop.core import cell_columns
 from gputop.core.cell_columns import CellColumns, all_cell_codes
 from gputop.core.config import Thresholds
 from gputop.core.heatmap import COLUMNS_FROM_NODES, CellCodes, cell_codes, cells_of
+from gputop.core.map_zoom import Reduce, node_cells
 from gputop.core.metrics import HeatScale, Metric, heat_scales
 from gputop.core.models import ClusterSnapshot, NodeSample, Reachability, Severity
 from gputop.core.problem import Problem
@@ -244,6 +245,31 @@ def test_a_large_view_carries_every_metric_and_keeps_the_unchanged_nodes_tuples(
             assert cells[name] is first.cells_for(metric)[name]  # the map sees nothing moved
 
 
+def test_a_few_changed_nodes_of_a_large_view_keep_every_metric_known() -> None:
+    # between a store's refreshes one node ages or a rule's minutes run out: the other metrics' cells go
+    # on, with that node's worked again, so a switch of the map's metric stays a lookup
+    cluster = SimulatedCluster(nodes=COLUMNS_FROM_NODES + 44, gpus_per_node=8, seed=3, start_time_s=T0)
+    stage = ViewStage(Thresholds(), interval_s=1.0)
+    result = cluster.result()
+    first = stage.derive(ClusterSnapshot.build("c", T0, result.nodes, result.slurm))
+    nodes = list(result.nodes)
+    hot = nodes[10]
+    nodes[10] = replace(hot, gpus=tuple(g._replace(temp_c=99.0, util_pct=3.0) for g in hot.gpus))
+    second = stage.derive(ClusterSnapshot.build("c", T0 + 1, tuple(nodes), result.slurm))
+    assert set(second.more_cells) == set(Metric) - {Metric.UTIL}
+    for metric in Metric:
+        cells = second.cells_known(metric)
+        assert cells is not None and cells == expected_cells(second, metric)
+        assert list(cells) == list(second.rows)
+    assert second.cells_for(Metric.TEMP)[hot.name] != first.cells_for(Metric.TEMP)[hot.name]
+    # each node's one cell is worked out again for this view, from its own cells
+    names = [n.name for n in second.snapshot.nodes]
+    for metric in Metric:
+        assert second.node_codes_for(metric, Reduce.WORST) == node_cells(
+            second.cells_for(metric), names, Reduce.WORST
+        )
+
+
 def test_other_metrics_wait_for_a_switch_where_the_unchanged_nodes_are_not_known() -> None:
     cluster = SimulatedCluster(nodes=COLUMNS_FROM_NODES + 144, gpus_per_node=8, seed=3, start_time_s=T0)
     stage = ViewStage(Thresholds(), interval_s=1.0)
@@ -272,6 +298,13 @@ def test_a_view_where_nothing_moved_hands_on_the_same_cells() -> None:
     assert second.cells is first.cells  # the map knows at once that no node moved
     for metric in Metric:
         assert second.cells_known(metric) is first.cells_known(metric)
+    # each node's one cell, worked out beside the cells at the first view, is handed on as it is
+    assert set(first.node_codes) == {(metric, Reduce.WORST) for metric in Metric}
+    assert second.node_codes is first.node_codes
+    names = [n.name for n in first.snapshot.nodes]
+    for metric in Metric:
+        expected = node_cells(first.cells_for(metric), names, Reduce.WORST)
+        assert second.node_codes_for(metric, Reduce.WORST) == expected
     # one node changes: a new mapping, right for every node
     nodes = list(result.nodes)
     nodes[3] = replace(nodes[3], gpus=tuple(g._replace(util_pct=1.0) for g in nodes[3].gpus))

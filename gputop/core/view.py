@@ -235,6 +235,23 @@ class ViewStage:
             node_codes = yield from _node_codes_steps(snapshot.nodes, {metric: cells, **more_cells})
         else:
             cells.update(cells_of(changed, rows, metric, scale))
+            if (
+                previous is not None
+                and previous_cells is not None
+                and len(cells) >= COLUMNS_FROM_NODES
+                and cells.keys() == previous_cells.keys()
+            ):
+                # a few nodes of a large cluster changed (one aged, a rule's minutes ran out): the other
+                # metrics' cells go on with those nodes' worked again, or a switch of the map's metric
+                # would work out every node's, on the key press
+                for other in Metric:
+                    known = previous.cells_known(other)
+                    if other is metric or known is None:
+                        continue
+                    yield
+                    carried = dict(known)
+                    carried.update(cells_of(changed, rows, other, self.scales[other]))
+                    more_cells[other] = carried
         yield
         jobs = yield from job_rows_steps(snapshot, idle, previous.jobs if previous is not None else None)
         yield
