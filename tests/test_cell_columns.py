@@ -270,6 +270,26 @@ def test_a_few_changed_nodes_of_a_large_view_keep_every_metric_known() -> None:
         )
 
 
+def test_a_switch_of_metric_between_two_slices_of_a_view_labels_its_cells_right() -> None:
+    # the user presses 'm' while a refresh's view is derived a slice at a time: the view's cells are
+    # those of the metric it names, and every other metric's are known and right
+    cluster = SimulatedCluster(nodes=COLUMNS_FROM_NODES + 44, gpus_per_node=8, seed=3, start_time_s=T0)
+    result = cluster.result()
+    snapshot = ClusterSnapshot.build("c", T0, result.nodes, result.slurm)
+    slices = sum(1 for _ in ViewStage(Thresholds(), interval_s=1.0).steps(snapshot))
+    for switch_at in range(slices // 2, slices, max(1, slices // 12)):
+        stage = ViewStage(Thresholds(), interval_s=1.0)
+        steps = stage.steps(snapshot)
+        for _ in range(switch_at):
+            next(steps)
+        stage.cell_metric = Metric.TEMP
+        view, _ = run(steps)
+        assert view.cells_metric is Metric.UTIL  # the metric the view began with
+        assert view.cells == expected_cells(view, Metric.UTIL), switch_at
+        for metric in Metric:
+            assert view.cells_known(metric) == expected_cells(view, metric), (switch_at, metric)
+
+
 def test_other_metrics_wait_for_a_switch_where_the_unchanged_nodes_are_not_known() -> None:
     cluster = SimulatedCluster(nodes=COLUMNS_FROM_NODES + 144, gpus_per_node=8, seed=3, start_time_s=T0)
     stage = ViewStage(Thresholds(), interval_s=1.0)

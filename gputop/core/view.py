@@ -118,25 +118,27 @@ class ViewStage:
 
     def _column_cells(
         self,
+        metric: Metric,
         changed: list[NodeSample],
         rows: Mapping[str, NodeRow],
         cells: dict[str, CellCodes],
         previous: ClusterView | None,
     ) -> Generator[None, None, dict[Metric, Mapping[str, CellCodes]]]:
-        """The changed nodes' cells for the stage's metric into ``cells``, with numpy; and every node's
-        cells for the other metrics, from the same split, where the unchanged nodes' are known. A switch
-        of metric at 10,000 nodes then costs a lookup, not some 20 ms that the key waits for; the tick
-        pays some 10 ms a metric, and a store's source only when its data is new."""
+        """The changed nodes' cells for ``metric`` (the stage's when this view began: the UI may switch it
+        between two slices) into ``cells``, with numpy; and every node's cells for the other metrics,
+        from the same split, where the unchanged nodes' are known. A switch of metric at 10,000 nodes
+        then costs a lookup, not some 20 ms that the key waits for; the tick pays some 10 ms a metric,
+        and a store's source only when its data is new."""
         from gputop.core.cell_columns import CellColumns  # numpy: only for a large cluster
 
         split = yield from CellColumns.steps(changed, rows)
         yield
-        cells.update((yield from split.codes_steps(self.cell_metric, self.scales[self.cell_metric])))
+        cells.update((yield from split.codes_steps(metric, self.scales[metric])))
         everything = len(changed) == len(cells)
         more: dict[Metric, Mapping[str, CellCodes]] = {}
         for other in Metric:
             known = previous.cells_known(other) if previous is not None else None
-            if other is self.cell_metric or (known is None and not everything):
+            if other is metric or (known is None and not everything):
                 continue
             yield
             fresh = yield from split.codes_steps(other, self.scales[other])
@@ -231,7 +233,7 @@ class ViewStage:
                     more_cells[other] = known
             node_codes, unexported = previous.node_codes, previous.unexported_memo
         elif len(changed) >= COLUMNS_FROM_NODES:
-            more_cells = yield from self._column_cells(changed, rows, cells, previous)
+            more_cells = yield from self._column_cells(metric, changed, rows, cells, previous)
             node_codes = yield from _node_codes_steps(snapshot.nodes, {metric: cells, **more_cells})
         else:
             cells.update(cells_of(changed, rows, metric, scale))
