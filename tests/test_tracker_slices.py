@@ -12,6 +12,7 @@ import pytest
 
 from gputop.core.alerts import AlertBook
 from gputop.core.config import HistoryConfig, Thresholds
+from gputop.core.counter_rates import CounterRateTracker
 from gputop.core.health_tracker import HealthTracker
 from gputop.core.idle import IdleTracker
 from gputop.core.interconnect_deviations import InterconnectTracker
@@ -168,3 +169,13 @@ def test_the_stage_gathers_the_same_samples_readings_once(monkeypatch: pytest.Mo
     gpu = (first.nodes[0].name, first.nodes[0].gpus[0].index)
     series = store.series(*gpu, "util_pct", 600.0, later.taken_at_s)  # a reading a tick, all of them kept
     assert len(series.times_s) == 5
+
+
+def test_the_counter_rates_in_slices() -> None:
+    whole, sliced = CounterRateTracker(), CounterRateTracker()
+    for snapshot in snapshots(6, 30.0):
+        expected = whole.update(snapshot)
+        got, yields = run(sliced.update_steps(snapshot, nodes_per_slice=16))
+        assert yields == len(snapshot.nodes) // 16
+        assert got == expected
+    assert any(rates for rates in expected.values())  # the demo's counters move

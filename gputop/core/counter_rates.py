@@ -12,7 +12,7 @@ two identity checks.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Generator, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -20,6 +20,9 @@ from gputop.core.facts import Reading
 from gputop.core.models import ClusterSnapshot, NodeSample
 from gputop.core.parsers.nvlink_errors import NvlinkErrors
 from gputop.core.parsers.smi_counters import SmiCounters
+from gputop.core.slices import run_to_end
+
+NODES_PER_SLICE = 500  # nodes between two yields: some 3 ms where every node's counters are new
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +75,16 @@ class CounterRateTracker:
         self._link_rates: dict[str, dict[int, tuple[float | None, int | None]]] = {}
 
     def update(self, snapshot: ClusterSnapshot) -> Mapping[str, NodeRates]:
-        for node in snapshot.nodes:
+        return run_to_end(self.update_steps(snapshot))
+
+    def update_steps(
+        self, snapshot: ClusterSnapshot, nodes_per_slice: int = NODES_PER_SLICE
+    ) -> Generator[None, None, Mapping[str, NodeRates]]:
+        """`update`, yielding after every ``nodes_per_slice`` nodes (a store's slow refresh brings every
+        node's counters anew). The rates handed out are a copy made at the end."""
+        for count, node in enumerate(snapshot.nodes, 1):
+            if not count % nodes_per_slice:
+                yield
             counters, nvlink = node.facts.counters, node.facts.nvlink_errors
             name = node.name
             seen_counters, seen_nvlink = self._counters.get(name), self._nvlink.get(name)

@@ -179,7 +179,8 @@ class ViewStage:
         health = yield from self.health_tracker.update_steps(snapshot)
         yield
         ib_flaps = self.ib_flap_tracker.update(snapshot)
-        rates = self.counter_rate_tracker.update(snapshot)
+        yield
+        rates = yield from self.counter_rate_tracker.update_steps(snapshot)
         yield
         memory = self.history.update(snapshot) if self.history is not None else None
         yield
