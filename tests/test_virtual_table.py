@@ -51,3 +51,63 @@ def test_rows_that_change_a_tick_at_a_time_stay_in_the_order_a_full_sort_gives()
             assert keyed_ticks > 10  # most ticks kept the rows in place without a full sort
 
     asyncio.run(run())
+
+
+class Context:
+    """What a cell reads beside its row (the node table's trends), changing from tick to tick."""
+
+    def __init__(self) -> None:
+        self.marks: dict[str, str] = {}
+
+
+class TrendTable(VirtualTable):
+    COLUMNS: ClassVar = (
+        Column("name", "Name", 10, False, lambda r: r.name, lambda r, c: (r.name, None)),
+        Column("value", "Value", 6, True, lambda r: r.value, lambda r, c: (str(r.value), None)),
+        Column("trend", "Trend", 6, False, None, lambda r, c: (c.marks.get(r.name, ""), None)),
+    )
+
+
+class TrendApp(App[None]):
+    def compose(self) -> ComposeResult:
+        yield TrendTable(sort_column="name", cell_context=Context())
+
+
+def test_a_tick_repaints_only_the_lines_whose_cells_changed() -> None:
+    # between a store's refreshes every row is the very same object: a tick repaints no line but those
+    # whose cells read something else (a trend), and every line shows what its cells say
+    async def run() -> None:
+        app = TrendApp()
+        async with app.run_test(size=(40, 12)) as pilot:
+            table = app.query_one(TrendTable)
+            rows = {f"n{i:03d}": Row(f"n{i:03d}", i) for i in range(50)}
+            table.set_rows(dict(rows))
+            await pilot.pause()
+            built: list[int] = []
+            original = table._build_row
+
+            def counting(index: int) -> object:
+                built.append(index)
+                return original(index)
+
+            table._build_row = counting  # type: ignore[method-assign]
+            table.set_rows(dict(rows))  # the same rows again
+            await pilot.pause()
+            assert built == []
+            context = table.cell_context
+            context.marks["n003"] = "up"  # a trend moves, its row the same object
+            rows["n005"] = Row("n005", 5)  # a new object, the same cells
+            rows["n007"] = Row("n007", 7000)  # a new value, in the same place (sorted by name)
+            table.set_rows(dict(rows))
+            await pilot.pause()
+            assert sorted(built) == [3, 7]
+            lines = [table.render_line(y).text for y in range(1, 11)]
+            assert "up" in lines[3] and "7000" in lines[7] and "up" not in lines[2]
+            # out of sight, a line is drawn anew when it comes into sight
+            context.marks["n040"] = "late"
+            table.set_rows(dict(rows))
+            table.action_jump(-1)
+            await pilot.pause()
+            assert any("late" in table.render_line(y).text for y in range(1, 11))
+
+    asyncio.run(run())

@@ -10,7 +10,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 from rich.segment import Segment
 from rich.style import Style
@@ -68,6 +68,20 @@ def table_bindings(noun: str, open_description: str) -> list[BindingType]:
 _UNKNOWN = object()
 
 
+class _Look(NamedTuple):
+    """All that a row's line is drawn from."""
+
+    key: str
+    row: Any
+    cells: tuple[Cell, ...]
+    cursor: bool
+    marked: bool
+    dimmed: bool
+    width: int
+    key_width: int
+    palette: object
+
+
 class VirtualTable(ScrollView, can_focus=True):
     COLUMNS: ClassVar[Sequence[Column]] = ()
     DROP_ORDER: ClassVar[Sequence[str]] = ()  # columns dropped first on a narrow terminal
@@ -95,6 +109,11 @@ class VirtualTable(ScrollView, can_focus=True):
         self._row_index_cache: dict[str, int] | None = {}
         self._key_width = self.COLUMNS[0].width
         self._lines: dict[int, Strip] = {}
+        # row index -> what its cached line was drawn from (`_row_look`), and what the last check for
+        # changed lines found for a line it dropped, for the line's repaint in the same frame
+        self._drawn_with: dict[int, _Look | None] = {}
+        self._looked: dict[int, _Look | None] = {}
+        self._repaints = False
         self._palettes = PaletteCache()
         self._columns_by_key = {c.key: c for c in self.COLUMNS}
 
@@ -126,6 +145,8 @@ class VirtualTable(ScrollView, can_focus=True):
     # -- data in ------------------------------------------------------------------------------------------
     def set_rows(self, rows: Mapping[str, Any]) -> None:
         old, self._rows = self._rows, rows
+        self._looked.clear()  # worked out for the last rows, with the last tick's context (its trends)
+        self._repaints = True
         changes = self._keyed_changes(old, rows)
         if changes is None:
             self._reorder()
@@ -133,9 +154,76 @@ class VirtualTable(ScrollView, can_focus=True):
         added, removed, position = changes
         if position is not None:
             self._apply_keyed(added, removed, position)
-        # Each tick brings new values but mostly the same order: repaint the lines, skip the sort.
+        if not added and not removed:
+            # Each tick brings new values in the same order: repaint the lines whose cells changed (all
+            # of them on a busy cluster; few or none between a store's refreshes, whose rows are the
+            # very same), skip the sort.
+            self._repaints = False
+            self._refresh_changed_lines()
+            return
         self._lines.clear()
         self.refresh()
+
+    def _refresh_changed_lines(self) -> None:
+        """Drops the cached lines out of sight, and repaints each line in sight whose cells, cursor, mark
+        or layout differ from those it was drawn with."""
+        top = self.scroll_offset.y
+        shown = range(top, top + max(0, self.size.height - 1))
+        for index in [index for index in self._lines if index >= 0 and index not in shown]:
+            del self._lines[index]
+        self._drawn_with = {index: drawn for index, drawn in self._drawn_with.items() if index in self._lines}
+        width = self.size.width
+        for index in shown:
+            if index not in self._lines:
+                # not drawn since it was dropped (a resize drops them all): Textual may still show what
+                # it last drew there, so it is drawn again
+                self.refresh(Region(0, index - top + 1, width, 1))
+                self._repaints = True
+                continue
+            look = self._row_look(index)
+            if look != self._drawn_with.get(index):
+                del self._lines[index]
+                self._looked[index] = look
+                self.refresh(Region(0, index - top + 1, width, 1))
+                self._repaints = True
+
+    @property
+    def repaints(self) -> bool:
+        """Whether the last rows set have any line to draw again (none where no cell in sight changed)."""
+        return self._repaints
+
+    def _row_look(self, index: int) -> _Look | None:
+        """All that row ``index``'s line is drawn from (None: no row there)."""
+        if index >= len(self.order):
+            return None
+        key = self.order[index]
+        row = self._rows.get(key)
+        if row is None:
+            return None
+        width = self.size.width
+        cells = tuple(column.cell(row, self.cell_context) for column, _ in self._layout(width))
+        return _Look(key, row, cells, *self._flags(key, row))
+
+    def _flags(self, key: str, row: Any) -> tuple[bool, bool, bool, int, int, object]:
+        return (
+            key == self.cursor_name,
+            key in self.marked,
+            self.row_dimmed(row),
+            self.size.width,
+            self._key_width,
+            self._palettes.get(self.app),
+        )
+
+    def _still_looks(self, index: int, look: _Look) -> bool:
+        """Whether ``look`` still holds for row ``index`` (the cursor or a mark may have moved since): its
+        cells are the same while its row is the same object, within a frame."""
+        if (
+            index >= len(self.order)
+            or self.order[index] != look.key
+            or self._rows.get(look.key) is not look.row
+        ):
+            return False
+        return look[3:] == self._flags(look.key, look.row)
 
     def _keyed_changes(self, old: Mapping[str, Any], new: Mapping[str, Any]) -> KeyedChanges | None:
         """The keys added and removed, and the key that places new rows, when every row in both keeps its
@@ -322,22 +410,21 @@ class VirtualTable(ScrollView, can_focus=True):
     def _build_row(self, index: int) -> Strip:
         palette = self._palettes.get(self.app)
         width = self.size.width
-        if index >= len(self.order):
+        # what the check for changed lines just worked out, where nothing has moved since
+        look = self._looked.pop(index, None)
+        if look is None or not self._still_looks(index, look):
+            look = self._row_look(index)
+        self._drawn_with[index] = look
+        if look is None:
             return line_strip([], width, palette.empty)
-        key = self.order[index]
-        row = self._rows.get(key)
-        if row is None:
-            return line_strip([], width, palette.empty)
-        is_cursor = key == self.cursor_name
+        is_cursor, marked, dimmed = look.cursor, look.marked, look.dimmed
         base = palette.cursor if is_cursor else palette.text
         first = self.COLUMNS[0].key
-        dimmed = self.row_dimmed(row)
         segments: list[Segment] = []
-        for column, col_width in self._layout(width):
-            text, severity = column.cell(row, self.cell_context)
+        for (column, col_width), (text, severity) in zip(self._layout(width), look.cells, strict=True):
             # Cells carry job names, reasons, problems: text any cluster user may have written.
             text = safe_line(text)
-            if column.key == first and key in self.marked:
+            if column.key == first and marked:
                 text = "*" + text  # marked: the key column is two wider than the longest key
             text = text[:col_width]
             text = text.rjust(col_width) if column.right else text.ljust(col_width)
