@@ -49,7 +49,6 @@ from gputop.core.map_zoom import (
     groups_by_partition,
     groups_by_pattern,
     has_zoom_line,
-    node_cells,
     reduce_group,
     window_top,
 )
@@ -254,11 +253,10 @@ class ClusterMap(Widget, can_focus=True):
         if len(done_for) == len(self._reduced_for) and all(map(operator.is_, done_for, self._reduced_for)):
             return
         self._reduced_for = done_for
+        # the view's, worked out once for every widget and view that shows the same cells (the map's
+        # cells are always the view's: `apply_view`, `set_metric`)
         view = self._view
-        if view is not None and self._cells is view.cells_for(self.metric):
-            self._node_codes = view.node_codes_for(self.metric, self.reduce)  # the view's, once for all
-        else:
-            self._node_codes = node_cells(self._cells, self._names, self.reduce)
+        self._node_codes = view.node_codes_for(self.metric, self.reduce) if view is not None else []
         if zoom is Zoom.GROUP and self._groups is not None:
             codes, groups = self._node_codes, self._groups
             # the groups' cells of the same node cells and groups as when last worked out for this metric
