@@ -20,9 +20,12 @@ from __future__ import annotations
 
 import operator
 import re
+from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final, NamedTuple
+
+import msgspec
 
 from gputop.core.facts import NO_FACTS, UNREAD, NodeFacts, Reading
 from gputop.core.models import GpuSample, NodeSample, Reachability, XidEvent, new_gpu_sample
@@ -125,6 +128,7 @@ METRICS: Final = (
 
 MAX_NODES: Final = 200_000
 MAX_GPUS_PER_NODE: Final = 64
+MAX_LABELS: Final = 32  # labels of one series: an aggregated answer has a handful
 
 
 class Series(NamedTuple):
@@ -154,6 +158,17 @@ class _Gpu:
     xid: int | None = None  # the last Xid the exporter reports
     seen: int = 0  # the joiner's last update with a sample time for it
     mem_total_mib: float | None = None  # used + free + reserved, as of the last update that read free
+
+
+class _Place(NamedTuple):
+    """Where a series goes, by its labels: its GPU, and whether it is of a MIG instance."""
+
+    gpu: _Gpu | None
+    mig: bool
+
+
+_UNPLACED: Final = _Place(None, False)
+_LABELS_OF_RAW: Final = msgspec.json.Decoder(dict[str, str])
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,6 +250,9 @@ class DcgmJoiner:
         # each GPU by the raw text of its series' host label and its gpu label: most series are found
         # with this one look-up (forgotten whenever a GPU is dropped, and filled again as series come)
         self._gpu_at: dict[tuple[object, object], _Gpu] = {}
+        # where each series goes, by its labels' JSON text as a store wrote it (`add_raw`); forgotten
+        # with `_gpu_at`, and when it holds far more than the GPUs (labels that change every refresh)
+        self._known_raw: dict[bytes, _Place] = {}
         self._newest: dict[str, float] = {}
         self._generation = 0
         self._facts: dict[str, NodeFacts] = {}  # by host: kept while no counter is asked
@@ -255,6 +273,8 @@ class DcgmJoiner:
         """A new update: then `add` each answer as it is decoded (so that one answer's million label
         dicts at 80,000 GPUs are freed before the next is decoded), then `finish`."""
         self._generation += 1
+        if len(self._known_raw) > 4 * len(self._gpu_at) + 4096:
+            self._known_raw = {}
         self._timed = False
         self._counted = False
         self._unplaced = 0
@@ -263,69 +283,136 @@ class DcgmJoiner:
     def add(self, metric: str, pairs: Iterable[tuple[Mapping[str, str], float]]) -> None:
         """One metric's answer, or a part of it (SAMPLE_TIME's values being sample times): the update's
         values replace the last ones; a GPU that no longer has the metric loses it."""
-        hosts = self._hosts
+        self._open(metric)
         generation = self._generation
         is_time = metric == SAMPLE_TIME
-        first = metric not in self._added  # a store's answer may come in parts: the first clears
-        self._added.add(metric)
-        if is_time and first:
-            self._timed = True
-            self._newest = {}
-        elif not is_time and first:
-            is_xid = metric == XID
-            for kept in hosts.values():
-                for earlier in kept.values():
-                    earlier.values.pop(metric, None)
-                    if is_xid:
-                        earlier.xid = None
-            if metric in COUNTERS or metric in NVLINK_COUNTERS:
-                self._counted = True
-        newest = self._newest
-        gpu_at = self._gpu_at
-        generation_time = generation if is_time else 0
         plain = not is_time and metric != XID and metric != PROFILE_UTIL
-        labels_order = (self.host_label,) if self.host_label else HOST_LABELS
-        first_label, other_labels = labels_order[0], labels_order[1:]
         unplaced = 0
         for labels, value in pairs:
-            # the hot loop: a million series a refresh at 80,000 GPUs, most of them found in gpu_at
-            raw = labels.get(first_label)
-            if not raw:
-                for label in other_labels:
-                    raw = labels.get(label)
-                    if raw:
-                        break
-            gpu_text = labels.get("gpu")
-            try:
-                gpu = gpu_at.get((raw, gpu_text))
-            except TypeError:  # a label that is not text (a damaged answer): the slow path says no
-                gpu = None
+            gpu = self._gpu_of(labels)
             if gpu is None:
-                gpu = self._place(labels, raw, gpu_text)
-                if gpu is None:
-                    unplaced += 1
-                    continue
+                unplaced += 1
+                continue
             if labels.get(MIG_PROFILE_LABEL):
                 gpu.mig, gpu.mig_seen = True, generation
             if plain and _IDENTITY_KEYS.isdisjoint(labels):
-                # a reading, not DCGM's blank or NaN (is_blank, written out: this runs a million times)
-                if (
-                    value == value
-                    and value < 9.2233720368547748e18
-                    and not (2147483632.0 <= value <= 2147483647.0 and value.is_integer())
-                    and not (140737488355328.0 <= value <= 140737488355333.0)
-                ):
+                if value == value and not is_blank(value):
                     gpu.values[metric] = value
                 continue
-            if generation_time:
-                gpu.seen = generation_time
-                host = gpu.host
-                if value > newest.get(host, 0.0):
-                    newest[host] = value
-                _identity(gpu, labels)
-                continue
-            _take(gpu, metric, labels, value)
+            self._other(gpu, metric, labels, value)
         self._unplaced += unplaced
+
+    def add_raw(self, metric: str, entries: Iterable[tuple[bytes, str]]) -> None:
+        """As `add`, with each series as the store wrote it: its labels' JSON object as text, undecoded,
+        and its value's text. A GPU's labels come back as the very same text in every answer of every
+        refresh, so that text is looked up as it is and decoded only the first time it is seen (when
+        the GPU's identity labels in it are taken): a refresh at 80,000 GPUs is some 700,000 series, and
+        a dict of labels made for each was most of the join's cost. A value that is not a number is
+        left out."""
+        self._open(metric)
+        known = self._known_raw
+        generation = self._generation
+        is_time, is_xid, is_profile = metric == SAMPLE_TIME, metric == XID, metric == PROFILE_UTIL
+        plain = not (is_time or is_xid or is_profile)
+        newest = self._newest
+        unplaced = 0
+        for raw, text in entries:
+            # the hot loop: most series are found in `known`
+            place = known.get(raw)
+            if place is None:
+                place = self._learn(raw)
+            gpu, mig = place
+            if gpu is None:
+                unplaced += 1
+                continue
+            try:
+                value = float(text)
+            except ValueError:
+                continue
+            if mig:
+                gpu.mig, gpu.mig_seen = True, generation
+            if is_time:
+                gpu.seen = generation
+                if value > newest.get(gpu.host, 0.0):
+                    newest[gpu.host] = value
+            # a reading, not DCGM's blank or NaN (is_blank, written out: this runs a million times)
+            elif (
+                value == value
+                and value < 9.2233720368547748e18
+                and not (2147483632.0 <= value <= 2147483647.0 and value.is_integer())
+                and not (140737488355328.0 <= value <= 140737488355333.0)
+            ):
+                if plain or (is_profile and not mig):  # not an instance's activity (see _take)
+                    gpu.values[metric] = value
+                elif is_xid and value >= 1.0:
+                    gpu.xid = int(value)
+        self._unplaced += unplaced
+
+    def _learn(self, raw: bytes) -> _Place:
+        """Where a series whose labels are this JSON text goes, decoded once and kept (`_known_raw`); the
+        GPU takes the identity labels the text has (as `_identity`, whatever the metric: the same text
+        gives the same labels every time)."""
+        try:
+            labels = _LABELS_OF_RAW.decode(raw)
+        except (msgspec.DecodeError, msgspec.ValidationError):  # labels that are not text: left out
+            labels = None
+        gpu = self._gpu_of(labels) if labels is not None and len(labels) <= MAX_LABELS else None
+        if gpu is None or labels is None:
+            place = _UNPLACED
+        else:
+            _identity(gpu, labels)
+            place = _Place(gpu, bool(labels.get(MIG_PROFILE_LABEL)))
+        self._known_raw[raw] = place
+        return place
+
+    def _open(self, metric: str) -> None:
+        """The first part of a metric's answer in an update (a store's answer may come in parts) clears
+        that metric's last values."""
+        if metric in self._added:
+            return
+        self._added.add(metric)
+        if metric == SAMPLE_TIME:
+            self._timed = True
+            self._newest = {}
+            return
+        if metric == XID:
+            for kept in self._hosts.values():
+                for earlier in kept.values():
+                    earlier.xid = None
+        # every GPU's last value of the metric dropped, the loop in C (80,000 GPUs, each metric)
+        drop = operator.methodcaller("pop", metric, None)
+        for kept in self._hosts.values():
+            deque(map(drop, map(_values_of, kept.values())), maxlen=0)
+        if metric in COUNTERS or metric in NVLINK_COUNTERS:
+            self._counted = True
+
+    def _gpu_of(self, labels: Mapping[str, str]) -> _Gpu | None:
+        """The GPU the series of these labels is of: found by its host label's and gpu label's text in
+        one look-up, else placed (made where new); None where they name no host or GPU."""
+        first_label, *other_labels = (self.host_label,) if self.host_label else HOST_LABELS
+        raw = labels.get(first_label)
+        if not raw:
+            for label in other_labels:
+                raw = labels.get(label)
+                if raw:
+                    break
+        gpu_text = labels.get("gpu")
+        try:
+            gpu = self._gpu_at.get((raw, gpu_text))
+        except TypeError:  # a label that is not text (a damaged answer): the slow path says no
+            gpu = None
+        return gpu if gpu is not None else self._place(labels, raw, gpu_text)
+
+    def _other(self, gpu: _Gpu, metric: str, labels: Mapping[str, str], value: float) -> None:
+        """A series other than a plain reading: a sample time, an Xid, an exporter's own series."""
+        if metric == SAMPLE_TIME:
+            gpu.seen = self._generation
+            host = gpu.host
+            if value > self._newest.get(host, 0.0):
+                self._newest[host] = value
+            _identity(gpu, labels)
+            return
+        _take(gpu, metric, labels, value)
 
     def _place(self, labels: Mapping[str, str], raw: object, gpu_text: object) -> _Gpu | None:
         """The GPU a series is of, made where new; None where the series names no host or GPU, or one
@@ -379,6 +466,7 @@ class DcgmJoiner:
                     del hosts[host]
             if dropped:
                 self._gpu_at = {}
+                self._known_raw = {}
         if FB_FREE in self._added:
             for kept in hosts.values():
                 for gpu in kept.values():
@@ -427,6 +515,7 @@ _FIELDS: Final = tuple(sorted({name for name, _ in GAUGES.values()} | {"mem_tota
 # the readings a host may or may not export (the clock-event reasons are a list, empty when not exported)
 EXPORTABLE: Final = frozenset(_FIELDS) - {"throttle_reasons"}
 _field_values: Final = operator.attrgetter(*_FIELDS)
+_values_of: Final = operator.attrgetter("values")
 _IDENTITY_KEYS: Final = frozenset({*UUID_LABELS, "modelName"})  # in an exporter's own series
 
 
@@ -445,9 +534,8 @@ def _take(gpu: _Gpu, metric: str, labels: Mapping[str, str], value: float) -> No
     if metric == PROFILE_UTIL and labels.get(MIG_PROFILE_LABEL):
         return  # an instance's activity; the GPU's utilization is not reported under MIG
     if metric == XID:
-        code = int(value)
-        if code > 0:
-            gpu.xid = code
+        if value >= 1.0:  # (not -Inf, which int() refuses)
+            gpu.xid = int(value)
         return
     gpu.values[metric] = value
 

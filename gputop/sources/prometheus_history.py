@@ -14,9 +14,8 @@ from typing import Final
 
 import orjson
 
-from gputop.core.dcgm_join import PLACE_LABELS, SAMPLE_TIME, DcgmJoiner, Joined
+from gputop.core.dcgm_join import MAX_LABELS, PLACE_LABELS, SAMPLE_TIME, DcgmJoiner, Joined
 
-MAX_LABELS: Final = 32  # labels of one series: an aggregated answer has a handful
 HISTORY_S: Final = 3600.0
 MIN_STEP_S: Final = 60.0
 MIN_STEPS: Final = 4

@@ -12,12 +12,12 @@ from __future__ import annotations
 import zlib
 from typing import Final
 
+import msgspec
 import orjson
 
-from gputop.core.dcgm_join import DcgmJoiner
+from gputop.core.dcgm_join import MAX_LABELS, DcgmJoiner
 from gputop.core.models import IbPort, NodeSample
 from gputop.core.node_exporter_ib import IB_METRICS, ib_ports
-from gputop.sources.prometheus_history import MAX_LABELS
 
 MAX_RESPONSE_BYTES: Final = 256 * 1024 * 1024  # 80,000 GPUs x a dozen metrics, with room
 # Content-Encoding -> zlib's wbits: gzip's header, or zlib's (HTTP's "deflate")
@@ -77,13 +77,49 @@ def parse_vector(body: bytes, metric: str) -> tuple[list[tuple[dict[str, str], f
         ]
     except (TypeError, ValueError, KeyError, IndexError):
         found = _one_by_one(result)
-    warnings = document.get("warnings")
-    note = (
+    return found, _partial(metric, document.get("warnings"))
+
+
+class _Series(msgspec.Struct):
+    metric: msgspec.Raw  # the labels' JSON object, undecoded: the joiner looks its text up
+    value: tuple[float, str]
+
+
+class _Vector(msgspec.Struct):
+    resultType: str
+    result: list[_Series]
+
+
+class _Answer(msgspec.Struct):
+    status: str
+    data: _Vector
+    warnings: tuple[str, ...] = ()
+
+
+# An instant query's answer of the usual shape, checked whole by msgspec as it decodes (a series whose
+# labels or value do not fit fails the answer, which parse_vector then reads leniently). Neither a
+# dict per series nor one of labels is made: decoding this way takes a fifth of orjson's time here.
+_ANSWER: Final = msgspec.json.Decoder(_Answer)
+
+
+def read_vector(body: bytes) -> tuple[list[tuple[bytes, str]], tuple[str, ...]] | None:
+    """A successful instant vector's series as (labels' JSON text, value's text), and its warnings; None
+    for any other answer (an error, another result type, a damaged series), which parse_vector reads."""
+    try:
+        answer = _ANSWER.decode(body)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+    if answer.status != "success" or answer.data.resultType != "vector":
+        return None
+    return [(bytes(series.metric), series.value[1]) for series in answer.data.result], answer.warnings
+
+
+def _partial(metric: str, warnings: object) -> str | None:
+    return (
         f"{metric}: partial answer ({str(warnings[0])[:120]})"
-        if isinstance(warnings, list) and warnings
+        if isinstance(warnings, list | tuple) and warnings
         else None
     )
-    return found, note
 
 
 def _one_by_one(result: list[object]) -> list[tuple[dict[str, str], float]]:
@@ -125,7 +161,13 @@ class Digest:
         """One query's answer, as its Content-Encoding gave it (a StoreError in it becomes a note: the
         other answers still read)."""
         try:
-            found, note = parse_vector(inflate(body, encoding, metric), metric)
+            body = inflate(body, encoding, metric)
+            plain = None if metric in IB_METRICS else read_vector(body)
+            if plain is None:
+                found, note = parse_vector(body, metric)
+            else:
+                series, warnings = plain
+                note = _partial(metric, warnings)
         except StoreError as err:
             self._notes.append(str(err))
             return
@@ -133,7 +175,9 @@ class Digest:
         self._answered += 1
         if note:
             self._notes.append(note)
-        if metric in IB_METRICS:
+        if plain is not None:
+            self.joiner.add_raw(metric, series)
+        elif metric in IB_METRICS:
             self._ib_answers[metric] = found
         else:
             self.joiner.add(metric, found)

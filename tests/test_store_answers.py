@@ -1,0 +1,130 @@
+"""A store's instant answers read as the store wrote them: each series' labels looked up by their JSON
+text and decoded once (`read_vector`, `DcgmJoiner.add_raw`), the same nodes as decoding every label dict
+gives, on real captured exporter outputs and the simulator's; and hostile or damaged series that can
+neither pose as another field nor stop the rest."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+
+from gputop.core.dcgm_join import SAMPLE_TIME, DcgmJoiner, join_answers, series_of_text
+from gputop.core.parsers.prom_text import parse_prom_text
+from gputop.sim.dcgm_text import exposition
+from gputop.sim.simulator import SimulatedCluster
+from gputop.sources.store_answers import Digest, read_vector
+
+FIXTURES = Path(__file__).parent / "fixtures" / "dcgm-exporter-metrics"
+
+
+def vector(result: list[dict[str, object]], **extra: object) -> bytes:
+    return orjson.dumps({"status": "success", "data": {"resultType": "vector", "result": result}, **extra})
+
+
+def answers_of_text(text: str) -> dict[str, list[tuple[dict[str, str], float]]]:
+    """An exporter's exposition as a store's answers: each metric's series, and their sample times."""
+    by_metric: dict[str, list[tuple[dict[str, str], float]]] = {}
+    for one in series_of_text(parse_prom_text(text).samples):
+        by_metric.setdefault(one.metric, []).append((dict(one.labels), one.value))
+        by_metric.setdefault(SAMPLE_TIME, []).append((dict(one.labels), one.time_s or 1.7e9))
+    return by_metric
+
+
+def digest_of(answers: dict[str, list[tuple[dict[str, str], float]]]) -> Digest:
+    digest = Digest(None, "http://store")
+    digest.begin()
+    for metric, pairs in answers.items():
+        body = vector([{"metric": labels, "value": [1.7e9, repr(value)]} for labels, value in pairs])
+        digest.add(metric, body)
+    return digest
+
+
+def test_real_exporter_outputs_read_raw_join_as_the_label_dicts_do() -> None:
+    texts = [path.read_text() for path in sorted(FIXTURES.iterdir()) if path.suffix != ".md"]
+    simulated = SimulatedCluster(nodes=6, gpus_per_node=8, seed=3, start_time_s=1_700_000_000.0)
+    texts.append(exposition(simulated.result().nodes, time_ms=1_700_000_000_000))
+    assert len(texts) >= 4
+    for text in texts:
+        answers = answers_of_text(text)
+        expected = join_answers(answers)
+        nodes, notes = digest_of(answers).finish()
+        assert sorted(nodes, key=lambda n: n.name) == sorted(
+            (n.sample for n in expected.nodes.values()), key=lambda n: n.name
+        )
+        assert notes == expected.notes
+
+
+def test_the_same_labels_text_is_decoded_once_and_another_spelling_finds_the_same_gpu() -> None:
+    joiner = DcgmJoiner()
+    plain = b'{"Hostname":"gpu01","gpu":"0"}'
+    escaped = b'{"Hostname":"gpu\\u00301","gpu":"\\u0030"}'  # the same text, spelt with escapes
+    for refresh in range(3):
+        joiner.begin()
+        joiner.add_raw(SAMPLE_TIME, [(plain, "1700000000")])
+        joiner.add_raw("DCGM_FI_DEV_GPU_TEMP", [(plain, str(60 + refresh))])
+        joiner.add_raw("DCGM_FI_DEV_POWER_USAGE", [(escaped, "300.5")])
+        joined = joiner.finish()
+    (gpu,) = joined.nodes["gpu01"].sample.gpus
+    assert (gpu.index, gpu.temp_c, gpu.power_w) == (0, 62.0, 300.5)
+    assert set(joiner._known_raw) == {plain, escaped}
+
+
+def test_a_label_value_cannot_pose_as_a_value_or_another_label() -> None:
+    hostile = '"},"value":[0,"99"]},{"metric":{"Hostname":"gpu02","gpu":"0'
+    result = [
+        {"metric": {"Hostname": "gpu01", "gpu": "0"}, "value": [0, "40"]},
+        # a host name carrying JSON: one label's text, never a series of its own; not a host name
+        {"metric": {"Hostname": hostile, "gpu": "0"}, "value": [0, "50"]},
+        # a gpu label carrying another label
+        {"metric": {"Hostname": "gpu03", "gpu": '0","Hostname":"gpu02'}, "value": [0, "60"]},
+        {"metric": {"Hostname": "gpu04", "gpu": "1"}, "value": [0, "not a number"]},
+        {"metric": {"Hostname": "gpu05", "gpu": 7}, "value": [0, "70"]},  # a label that is not text
+    ]
+    body = vector(result)
+    read = read_vector(body)
+    assert read is not None and len(read[0]) == 5 and read[0][1][1] == "50"
+    digest = Digest(None, "http://store")
+    digest.begin()
+    digest.add("DCGM_FI_DEV_GPU_TEMP", body)
+    digest.add(SAMPLE_TIME, body)
+    nodes, notes = digest.finish()
+    # gpu04's value is no number in either answer: it has no sample time, so it is not in the store
+    assert {n.name: [g.temp_c for g in n.gpus] for n in nodes} == {"gpu01": [40.0]}
+    assert notes == ("6 series had no host or GPU label and were left out",)  # 3 series, 2 answers
+
+
+def test_an_answer_of_another_shape_is_read_leniently_series_by_series() -> None:
+    result = [
+        {"metric": {"Hostname": "gpu01", "gpu": "0"}, "value": [0, 41]},  # a number, not text
+        {"metric": {"Hostname": "gpu02", "gpu": "0"}, "value": [0, "42"]},
+        {"metric": {"Hostname": "gpu03", "gpu": "0"}},  # no value at all
+    ]
+    body = vector(result, warnings=["a storage node did not answer"])
+    assert read_vector(body) is None
+    assert read_vector(b'{"status":"error","errorType":"timeout","error":"query timed out"}') is None
+    digest = Digest(None, "http://store")
+    digest.begin()
+    digest.add("DCGM_FI_DEV_GPU_TEMP", body)
+    digest.add("DCGM_FI_DEV_POWER_USAGE", b'{"status":"error","errorType":"timeout","error":"slow"}')
+    nodes, notes = digest.finish()
+    assert {n.name: n.gpus[0].temp_c for n in nodes} == {"gpu01": 41.0, "gpu02": 42.0}
+    assert "DCGM_FI_DEV_GPU_TEMP: partial answer (a storage node did not answer)" in notes
+    assert "DCGM_FI_DEV_POWER_USAGE: the store answered timeout: slow" in notes
+    # a partial answer of the usual shape says so too
+    digest.begin()
+    digest.add("DCGM_FI_DEV_GPU_TEMP", vector(result[1:2], warnings=["cut"]))
+    assert digest.finish()[1] == ("DCGM_FI_DEV_GPU_TEMP: partial answer (cut)",)
+
+
+def test_labels_that_change_every_refresh_do_not_grow_the_kept_texts_without_bound() -> None:
+    joiner = DcgmJoiner()
+    for refresh in range(300):
+        joiner.begin()
+        series = [
+            (f'{{"Hostname":"gpu{n:02}","gpu":"0","pod":"job-{refresh}"}}'.encode(), "50") for n in range(20)
+        ]
+        joiner.add_raw("DCGM_FI_DEV_GPU_TEMP", series)
+        joined = joiner.finish()
+        assert len(joined.nodes) == 20
+    assert len(joiner._known_raw) <= 4 * 20 + 4096 + 20
