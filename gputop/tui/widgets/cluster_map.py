@@ -59,20 +59,11 @@ from gputop.core.summary import ClusterView
 from gputop.tui.messages import NodeOpened, NodeSelected
 from gputop.tui.palette import PaletteCache
 from gputop.tui.strips import line_strip
-from gputop.tui.widgets.map_cells import (
-    CellStyles,
-    _marked,
-    legend,
-    selected_cell,
-    stacked_cells,
-    wide_cells,
-)
+from gputop.tui.widgets.map_cells import CellStyles, _marked, legend
+from gputop.tui.widgets.map_lines import MAX_GROUP_LABEL, gpu_line, group_line, node_line
 
 __all__ = ["CellStyles", "ClusterMap", "MapLayout", "_marked"]
 
-LEFT_BRACKET = "\u2590"  # right half block, hugging the selected node's first cell
-RIGHT_BRACKET = "\u258c"  # left half block, hugging its last cell
-MAX_GROUP_LABEL = 16  # a group's name in the label column, cut beyond
 
 Codes = CellCodes
 
@@ -509,99 +500,22 @@ class ClusterMap(Widget, can_focus=True):
         cached = self._lines.get(line)
         if cached is not None and cached[0] == signature:
             return cached[1]
+        items = self._line_items(line, layout)
         if layout.zoom is Zoom.GPU:
-            strip = self._build_gpu_line(line, layout, styles)
+            names = self._names[items.start : items.stop]
+            strip = gpu_line(names, self._codes, self._dims, self.selected, layout, styles, width)
         elif layout.zoom is Zoom.NODE:
-            strip = self._build_node_line(line, layout, styles)
+            dims = self._item_dims(items, layout)
+            at = self._line_of_selected(layout)
+            label = self._names[items.start]
+            strip = node_line(label, self._node_codes, items, dims, at, layout, styles, width)
         else:
-            strip = self._build_group_line(line, layout, styles)
+            dims = self._item_dims(items, layout)
+            at = self._line_of_selected(layout)
+            groups = self._groups or []
+            strip = group_line(groups, self._group_codes, items, dims, at, layout, styles, width)
         self._lines[line] = (signature, strip)
         return strip
-
-    def _build_gpu_line(self, line: int, layout: MapLayout, styles: CellStyles) -> Strip:
-        palette = styles.palette
-        items = self._line_items(line, layout)
-        names = self._names[items.start : items.stop]
-        segments: list[Segment] = [
-            Segment((names[0] if names else "").ljust(layout.label_width), palette.dim)
-        ]
-        after_selected = False
-        for name in names:
-            selected = name == self.selected
-            # The separators either side of the selected node become a bracket in the selection colour.
-            if selected:
-                segments.append(Segment(LEFT_BRACKET, palette.selection))
-            elif after_selected:
-                segments.append(Segment(RIGHT_BRACKET, palette.selection))
-            else:
-                segments.append(Segment(" ", palette.empty))
-            after_selected = selected
-            codes = self._codes(name)
-            dims = self._dims(name, len(codes))
-            if layout.compact:
-                columns = (len(codes) + 1) // 2
-                # a character holds two GPUs: it stays lit if either is kept
-                lit = [
-                    dims[c] and (dims[c + columns] if c + columns < len(dims) else True)
-                    for c in range(columns)
-                ]
-                stacked_cells(segments, codes[:columns], codes[columns:], styles, lit)
-            else:
-                wide_cells(segments, codes, styles, dims, layout.cell_width)
-        if after_selected:
-            segments.append(Segment(RIGHT_BRACKET, palette.selection))
-        return line_strip(segments, self.size.width, palette.empty)
-
-    def _build_node_line(self, line: int, layout: MapLayout, styles: CellStyles) -> Strip:
-        """A character per node, or two rows of nodes stacked; the selected node's character a diamond."""
-        palette = styles.palette
-        items = self._line_items(line, layout)
-        per_row = layout.nodes_per_row
-        codes = self._node_codes
-        dims = self._item_dims(items, layout)
-        segments = [Segment(self._names[items.start].ljust(layout.label_width), palette.dim)]
-        top = codes[items.start : min(items.start + per_row, items.stop)]
-        bottom = codes[items.start + per_row : items.stop] if layout.compact else []
-        lit = [
-            dims[c] and (dims[c + per_row] if c + per_row < len(dims) else True)
-            if layout.compact
-            else dims[c]
-            for c in range(len(top))
-        ]
-        at = self._line_of_selected(layout)
-        column = (at - items.start) % per_row if at is not None and at in items else None
-        spans = [(0, len(top))] if column is None else [(0, column), (column + 1, len(top))]
-        for number, (start, stop) in enumerate(spans):
-            if number == 1 and at is not None:
-                segments.append(selected_cell(styles, codes[at]))
-            if layout.compact:
-                stacked_cells(segments, top[start:stop], bottom[start:stop], styles, lit[start:stop])
-            else:
-                wide_cells(segments, tuple(top[start:stop]), styles, lit[start:stop], 1)
-        return line_strip(segments, self.size.width, palette.empty)
-
-    def _build_group_line(self, line: int, layout: MapLayout, styles: CellStyles) -> Strip:
-        palette = styles.palette
-        items = self._line_items(line, layout)
-        groups = self._groups or []
-        label = safe_line(groups[items.start].name)[:MAX_GROUP_LABEL] if items else ""
-        segments = [Segment(label.ljust(layout.label_width), palette.dim)]
-        dims = self._item_dims(items, layout)
-        selected = self._line_of_selected(layout)
-        after_selected = False
-        for number, at in enumerate(items):
-            if at == selected:
-                segments.append(Segment(LEFT_BRACKET, palette.selection))
-            elif after_selected:
-                segments.append(Segment(RIGHT_BRACKET, palette.selection))
-            else:
-                segments.append(Segment(" ", palette.empty))
-            after_selected = at == selected
-            dimmed = dims[number]
-            wide_cells(segments, self._group_codes[at], styles, (dimmed, dimmed), 1)
-        if after_selected:
-            segments.append(Segment(RIGHT_BRACKET, palette.selection))
-        return line_strip(segments, self.size.width, palette.empty)
 
     def _zoom_line(self, styles: CellStyles, layout: MapLayout) -> list[Segment]:
         """What a cell stands for, what is selected, where the window is, and the keys."""
