@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from gputop.core.heatmap import STALE
 from gputop.core.map_zoom import Zoom
+from gputop.core.metrics import Metric
 from gputop.tui.widgets.cluster_map import ClusterMap
 from gputop.tui.widgets.node_table import NodeTable
 from tests.test_tui import incident_node, map_lines
@@ -85,3 +86,38 @@ async def test_a_group_cell_keeps_a_silent_node_in_sight() -> None:
         layout = node_map.map_layout
         line = map_lines(node_map)[layout.line_of(at)]
         assert "\u00b7" in line
+
+
+async def test_switching_back_to_a_metric_reuses_its_lines_while_their_cells_are_the_same() -> None:
+    app = demo_app(nodes=300)
+    async with app.run_test(size=(200, 50)) as pilot:
+        await wait_for_data(pilot)
+        node_map = app.screen.query_one(ClusterMap)
+        util_lines = map_lines(node_map)
+        util_strips = dict(node_map._lines)
+        assert len(util_strips) > 3
+        node_map.set_metric(Metric.MEM)
+        mem_lines = map_lines(node_map)
+        assert mem_lines != util_lines
+        drawn_for_util = {id(strip) for _, strip in util_strips.values()}
+        assert not {id(strip) for _, strip in node_map._lines.values()} & drawn_for_util
+        node_map.set_metric(Metric.UTIL)
+        # the same cells: every line is the very strip drawn before, and shows the same
+        assert map_lines(node_map) == util_lines
+        assert all(node_map._lines[line][1] is strip for line, (_, strip) in util_strips.items())
+        # new readings while another metric is shown: back on the first, a line shows its new cells
+        node_map.set_metric(Metric.MEM)
+        app.clock.advance(60.0)  # type: ignore[attr-defined]
+        await app.poller.tick()
+        await pilot.pause()
+        node_map.set_metric(Metric.UTIL)
+        shown = [list(node_map.render_line(y)) for y in range(node_map.size.height)]
+        reused = sum(node_map._lines[line][1] is strip for line, (_, strip) in util_strips.items())
+        node_map._forget_lines()
+        assert shown == [list(node_map.render_line(y)) for y in range(node_map.size.height)]
+        assert reused < len(util_strips)  # a minute of the simulator changes some line's cells
+        # a new theme draws every metric's lines again
+        node_map.set_metric(Metric.MEM)
+        await pilot.press("t")
+        await pilot.pause()
+        assert node_map._other_metrics_lines == {}

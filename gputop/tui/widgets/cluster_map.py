@@ -133,6 +133,9 @@ class ClusterMap(Widget, can_focus=True):
         self._unexported = False  # some node's exporter does not give the map's metric
         # line -> (signature, strip): a line is rebuilt only when its signature changed
         self._lines: dict[int, tuple[object, Strip]] = {}
+        # the other metrics' lines, as last drawn: switching back to a metric whose cells did not change
+        # since (a store's source changes them once a refresh) finds its lines drawn
+        self._other_metrics_lines: dict[Metric, dict[int, tuple[object, Strip]]] = {}
         # zoom: None follows the screen; the user's +/- set it
         self.zoom: Zoom | None = None
         self.reduce = Reduce.WORST
@@ -175,12 +178,16 @@ class ClusterMap(Widget, can_focus=True):
         self._refresh_changed_lines()
 
     def set_metric(self, metric: Metric) -> None:
+        if metric is not self.metric:
+            self._other_metrics_lines[self.metric] = self._lines
+            self._lines = self._other_metrics_lines.pop(metric, {})
         self.metric = metric
         if self._view is not None:
             self._cells = self._view.cells_for(metric)
             self._note_unexported()
             self._reduce_cells()
-        self._forget_lines()
+        # every line: each is taken from the metric's own lines where its signature is still the same
+        self.refresh()
 
     def _note_unexported(self) -> None:
         """Whether the legend explains the "not exported" mark: only while some node shows it."""
@@ -230,7 +237,7 @@ class ClusterMap(Widget, can_focus=True):
             for member in group.members:
                 self._group_of[member] = at
         self._layout = None
-        self._lines.clear()
+        self._drop_lines()
         self.refresh(layout=True)
 
     def _reduce_cells(self) -> None:
@@ -333,8 +340,14 @@ class ClusterMap(Widget, can_focus=True):
         self._forget_lines()
 
     def _forget_lines(self) -> None:
-        self._lines.clear()
+        self._drop_lines()
         self.refresh()
+
+    def _drop_lines(self) -> None:
+        """Every drawn line, of every metric (the layout, the palette or what a signature does not
+        hold changed)."""
+        self._lines.clear()
+        self._other_metrics_lines.clear()
 
     # -- cell codes -------------------------------------------------------------------------------------
     def _codes(self, name: str) -> Codes:
@@ -380,7 +393,7 @@ class ClusterMap(Widget, can_focus=True):
         if self._layout is None or self._layout_key != key:
             self._layout = self.layout_for(*key)
             self._layout_key = key
-            self._lines.clear()
+            self._drop_lines()
             self._follow_selection(self._layout)
         return self._layout
 
@@ -410,7 +423,7 @@ class ClusterMap(Widget, can_focus=True):
         palette = self._palettes.get(self.app)
         if self._styles is None or self._styles.palette is not palette:
             self._styles = CellStyles(palette)
-            self._lines.clear()
+            self._drop_lines()
         return self._styles
 
     def _line_items(self, line: int, layout: MapLayout) -> range:
