@@ -121,3 +121,33 @@ async def test_switching_back_to_a_metric_reuses_its_lines_while_their_cells_are
         await pilot.press("t")
         await pilot.pause()
         assert node_map._other_metrics_lines == {}
+
+
+async def test_a_large_fleets_new_view_reaches_the_map_in_the_frame_after_the_tables() -> None:
+    from gputop.tui.screens.dashboard import SPLIT_FRAME_NODES, DashboardScreen
+
+    app = demo_app(nodes=SPLIT_FRAME_NODES)
+    async with app.run_test(size=(200, 50)) as pilot:
+        await wait_for_data(pilot)
+        screen = app.screen
+        assert isinstance(screen, DashboardScreen)
+        node_map, table = screen.query_one(ClusterMap), screen.query_one(NodeTable)
+        earlier = app.view
+        app.clock.advance(5.0)  # type: ignore[attr-defined]
+        newest = await app.poller.tick()
+        await pilot.pause()
+        await pilot.pause()
+        assert table._view is newest and node_map._view is newest
+        # two views before a frame: the table takes each at once, the map the latest, once, a frame later
+        screen.apply_view(earlier)
+        screen.apply_view(newest)
+        assert table._view is newest and node_map._view is newest
+        screen.apply_view(earlier)
+        assert table._view is earlier and node_map._view is newest and screen._map_view is earlier
+        await pilot.pause()
+        await pilot.pause()
+        assert node_map._view is earlier and screen._map_view is None
+        # the map's lines are that view's
+        drawn = map_lines(node_map)
+        node_map._forget_lines()
+        assert map_lines(node_map) == drawn

@@ -25,6 +25,11 @@ from gputop.tui.widgets.status_header import StatusHeader
 if TYPE_CHECKING:
     pass
 
+# From this many nodes a new view is painted in two frames: the table, header and strip first, then the
+# map. At 10,000 nodes each is some 15 ms of the event loop (a store's refresh changes every line of
+# both); a key pressed meanwhile then waits for one of them rather than both.
+SPLIT_FRAME_NODES = 2000
+
 
 class DashboardScreen(GputopScreen):
     ACTING = frozenset({"mark", "mark_shown", "drain", "resume", "toggle_policy", "reset_breaker"})
@@ -67,6 +72,8 @@ class DashboardScreen(GputopScreen):
     _committed_filter: NodeFilter | None = None
     _count_text = ""
 
+    _map_view: ClusterView | None = None  # the view the map is still to be given (SPLIT_FRAME_NODES)
+
     def compose(self) -> ComposeResult:
         app = self.gputop
         yield app.status_header()
@@ -95,11 +102,25 @@ class DashboardScreen(GputopScreen):
     def apply_view(self, view: ClusterView) -> None:
         table = self.query_one(NodeTable)
         table.apply_view(view)
-        self.query_one(ClusterMap).apply_view(view)
-        self._map_follows_table()
         self.query_one(StatusHeader).apply_view(view)
         self.query_one(ClusterStrip).apply_view(view)
         self._show_count()
+        if len(view.rows) < SPLIT_FRAME_NODES:
+            self._map_view = view
+            self._apply_map_view()
+        elif self._map_view is None:
+            self._map_view = view
+            self.call_after_refresh(self._apply_map_view)
+        else:
+            self._map_view = view  # the map's frame is still to come: it shows this view
+
+    def _apply_map_view(self) -> None:
+        """The map shows the latest view the table was given (after the table's frame, on a large fleet)."""
+        view, self._map_view = self._map_view, None
+        if view is None or not self.is_attached:
+            return
+        self.query_one(ClusterMap).apply_view(view)
+        self._map_follows_table()
 
     def _map_follows_table(self) -> None:
         """The map dims what the table's filter leaves out and brackets the table's cursor node: after
