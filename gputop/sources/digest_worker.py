@@ -37,7 +37,7 @@ from typing import IO, Final
 
 from gputop.core.facts import NO_FACTS, NodeFacts
 from gputop.core.models import IbPort, NodeSample
-from gputop.sources.store_answers import Digest, StoreError
+from gputop.sources.store_answers import Bare, Digest, StoreError
 
 FRAME: Final = struct.Struct(">cI")  # kind, payload length
 # to the worker
@@ -50,9 +50,9 @@ FINISH_WITHIN_S: Final = 120.0  # the worker's join and its nodes, after the las
 WORKER_NICE: Final = 10  # below the dashboard: its event loop answers keys while answers are decoded
 
 
-# One node as the worker sends it: the sample without its facts and IB ports, and each of those only
-# when it changed since the worker last sent it (None: as before).
-Item = tuple[NodeSample, NodeFacts | None, tuple[IbPort, ...] | None]
+# One node as the worker sends it: the sample's own fields, and its facts and IB ports each only when
+# they changed since the worker last sent that node's (None: as before).
+Item = tuple[Bare, NodeFacts | None, tuple[IbPort, ...] | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,17 +137,8 @@ def _send_nodes(
                 else facts
             )
             new_ports = None if earlier_ports is not None and ports == earlier_ports else ports
-            bare = NodeSample(
-                host,
-                sample.reachability,
-                sample.sampled_at_s,
-                sample.gpus,
-                None,
-                None,
-                (),
-                sample.xid_events,
-                not_exported=sample.not_exported,
-            )
+            reachability, sampled_at_s = sample.reachability, sample.sampled_at_s
+            bare = Bare(host, reachability, sampled_at_s, sample.gpus, sample.xid_events, sample.not_exported)
             items.append((bare, new_facts, new_ports))
         _send(out, NODES, pickle.dumps(items, protocol=pickle.HIGHEST_PROTOCOL))
     return now_facts, now_ports

@@ -51,7 +51,7 @@ from gputop.core.models import IbPort, NodeSample, Reachability, SourceResult, X
 from gputop.core.node_exporter_ib import IB_METRICS, PHYSICAL_STATE, PORT_LABELS, STATE
 from gputop.sources.digest_worker import DigestWorker, WorkerGone
 from gputop.sources.prometheus_history import past_hour
-from gputop.sources.store_answers import MAX_RESPONSE_BYTES, Digest, StoreError, inflate, parse_vector
+from gputop.sources.store_answers import MAX_RESPONSE_BYTES, Bare, Digest, StoreError, inflate, parse_vector
 
 __all__ = ["PrometheusSource", "StoreError", "parse_vector"]
 
@@ -528,7 +528,7 @@ class PrometheusSource:
         return body, encoding
 
     def _named(
-        self, sample: NodeSample, now_s: float, facts: NodeFacts, ports: tuple[IbPort, ...]
+        self, sample: NodeSample | Bare, now_s: float, facts: NodeFacts, ports: tuple[IbPort, ...]
     ) -> NodeSample:
         """The store's host as the cluster names the node (case as configured), with its facts and IB
         ports, and each GPU's last Xid dated by its first sight."""
