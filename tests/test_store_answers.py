@@ -128,3 +128,54 @@ def test_labels_that_change_every_refresh_do_not_grow_the_kept_texts_without_bou
         joined = joiner.finish()
         assert len(joined.nodes) == 20
     assert len(joiner._known_raw) <= 4 * 20 + 4096 + 20
+
+
+async def test_the_hour_read_at_start_joins_each_step_as_the_label_dicts_do() -> None:
+    from gputop.sources.prometheus_history import READINGS, past_hour
+
+    steps_s = [1000.0, 1060.0, 1120.0]
+    places = [
+        {"Hostname": "gpu01", "gpu": "0"},
+        {"Hostname": "gpu01", "gpu": "1"},
+        {"Hostname": "gpu02", "gpu": "0"},
+    ]
+    points: dict[str, list[tuple[dict[str, str], list[list[object]]]]] = {}
+    for number, metric in enumerate(READINGS):
+        points[metric] = [
+            (
+                labels,
+                [
+                    [at_s, str(10.0 * at + place + number)]
+                    for at, at_s in enumerate(steps_s)
+                    if (place, at) != (2, 1)
+                ],
+            )
+            for place, labels in enumerate(places)
+        ]
+    points["DCGM_FI_DEV_SM_CLOCK"][0][1][0][1] = 1410  # a number, not text: that answer is read leniently
+
+    async def post(form: dict[str, str], metric: str) -> bytes:
+        if metric == "DCGM_FI_DEV_POWER_USAGE":
+            return b'{"status":"error","errorType":"timeout","error":"slow"}'
+        result = [{"metric": labels, "values": values} for labels, values in points[metric]]
+        return orjson.dumps({"status": "success", "data": {"resultType": "matrix", "result": result}})
+
+    past, said = await past_hour(post, 1200.0, 3, None)
+    assert said == "history from the store: 3 steps of 60 s"  # (60 s: the shortest step)
+    assert [at_s for at_s, _ in past] == steps_s
+    for at_s, joined in past:
+        answers: dict[str, list[tuple[dict[str, str], float]]] = {}
+        for metric, series in points.items():
+            if metric == "DCGM_FI_DEV_POWER_USAGE":
+                continue
+            for labels, values in series:
+                for point_s, value in values:
+                    if point_s == at_s:
+                        answers.setdefault(metric, []).append((labels, float(value)))  # type: ignore[arg-type]
+                        if metric == "DCGM_FI_DEV_FB_USED":
+                            answers.setdefault(SAMPLE_TIME, []).append((labels, at_s))
+        expected = join_answers(answers)
+        assert joined.nodes == expected.nodes
+    # gpu02 has no readings at the second step: it is not in that step
+    assert set(past[1][1].nodes) == {"gpu01"} and set(past[2][1].nodes) == {"gpu01", "gpu02"}
+    assert past[0][1].nodes["gpu01"].sample.gpus[0].sm_clock_mhz == 1410.0

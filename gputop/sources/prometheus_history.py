@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Final
 
+import msgspec
 import orjson
 
 from gputop.core.dcgm_join import MAX_LABELS, PLACE_LABELS, SAMPLE_TIME, DcgmJoiner, Joined
@@ -49,32 +50,65 @@ async def past_hour(
     step_s = step_for(gpus)
     if step_s is None:
         return [], f"no history from the store at start: {gpus} GPUs are more than a few steps of an hour"
-    by_step: dict[float, dict[str, list[tuple[dict[str, str], float]]]] = {}
+    # each step's answers, every series' labels as their JSON text: one bytes object a series, shared by
+    # its steps (a dict of labels a point was most of the memory the hour took at start)
+    by_step: dict[float, dict[str, list[tuple[bytes, str]]]] = {}
     form_base = {"start": f"{now_s - HISTORY_S + step_s:.3f}", "end": f"{now_s:.3f}", "step": f"{step_s:g}"}
     for metric in READINGS:
         query = f"max by ({','.join(PLACE_LABELS)}) ({metric})"
         body = await post({**form_base, "query": query}, metric)
         for labels, values in _matrix(body):
-            for point in values:
-                try:
-                    at_s = float(point[0])  # type: ignore[index]
-                    value = float(point[1])  # type: ignore[index]
-                except (TypeError, ValueError, IndexError, KeyError):
-                    continue
+            for at_s, text in values:
                 answers = by_step.setdefault(at_s, {})
-                answers.setdefault(metric, []).append((labels, value))
+                answers.setdefault(metric, []).append((labels, text))
                 if metric == "DCGM_FI_DEV_FB_USED":
-                    answers.setdefault(SAMPLE_TIME, []).append((labels, at_s))
+                    answers.setdefault(SAMPLE_TIME, []).append((labels, repr(at_s)))
+        del body
     past = []
     for at_s in sorted(by_step):
         if at_s >= now_s:
             continue  # the present is the first refresh's
-        joined = DcgmJoiner(host_label).update(by_step[at_s])
-        past.append((at_s, joined))
+        answers = by_step.pop(at_s)
+        joiner = DcgmJoiner(host_label)  # each step on its own, as a refresh with no past
+        joiner.begin()
+        for metric, entries in answers.items():
+            joiner.add_raw(metric, entries)
+        past.append((at_s, joiner.finish()))
     return past, f"history from the store: {len(past)} steps of {step_s:g} s"
 
 
-def _matrix(body: bytes) -> list[tuple[dict[str, str], list[object]]]:
+class _RangeSeries(msgspec.Struct):
+    metric: msgspec.Raw  # the labels' JSON object, undecoded (DcgmJoiner.add_raw)
+    values: list[tuple[float, str]]
+
+
+class _Matrix(msgspec.Struct):
+    resultType: str
+    result: list[_RangeSeries]
+
+
+class _RangeAnswer(msgspec.Struct):
+    status: str
+    data: _Matrix
+
+
+_RANGE_ANSWER: Final = msgspec.json.Decoder(_RangeAnswer)
+
+
+def _matrix(body: bytes) -> list[tuple[bytes, list[tuple[float, str]]]]:
+    """A range query's series: (labels' JSON text, [(time, value's text)]); [] for an error or anything
+    that is not a matrix. An answer of the usual shape is checked and decoded by msgspec, without a dict
+    per series; any other is read leniently, series by series."""
+    try:
+        answer = _RANGE_ANSWER.decode(body)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return _matrix_one_by_one(body)
+    if answer.status != "success" or answer.data.resultType != "matrix":
+        return []
+    return [(bytes(series.metric), series.values) for series in answer.data.result]
+
+
+def _matrix_one_by_one(body: bytes) -> list[tuple[bytes, list[tuple[float, str]]]]:
     try:
         document = orjson.loads(body)
     except orjson.JSONDecodeError:
@@ -90,6 +124,13 @@ def _matrix(body: bytes) -> list[tuple[dict[str, str], list[object]]]:
         if not isinstance(entry, dict):
             continue
         labels, values = entry.get("metric"), entry.get("values")
-        if type(labels) is dict and len(labels) <= MAX_LABELS and isinstance(values, list):
-            found.append((labels, values))
+        if type(labels) is not dict or len(labels) > MAX_LABELS or not isinstance(values, list):
+            continue
+        points = []
+        for point in values:
+            try:
+                points.append((float(point[0]), str(point[1])))
+            except (TypeError, ValueError, IndexError, KeyError):
+                continue
+        found.append((orjson.dumps(labels), points))
     return found
