@@ -245,6 +245,8 @@ class DcgmJoiner:
 
     def __init__(self, host_label: str | None = None) -> None:
         self.host_label = host_label
+        # the labels that name a series' host, in the order they are tried
+        self._host_labels: tuple[str, ...] = (host_label,) if host_label else HOST_LABELS
         self._hosts: dict[str, dict[str, _Gpu]] = {}
         self._host_of_raw: dict[str, str | None] = {}
         # each GPU by the raw text of its series' host label and its gpu label: most series are found
@@ -389,13 +391,11 @@ class DcgmJoiner:
     def _gpu_of(self, labels: Mapping[str, str]) -> _Gpu | None:
         """The GPU the series of these labels is of: found by its host label's and gpu label's text in
         one look-up, else placed (made where new); None where they name no host or GPU."""
-        first_label, *other_labels = (self.host_label,) if self.host_label else HOST_LABELS
-        raw = labels.get(first_label)
-        if not raw:
-            for label in other_labels:
-                raw = labels.get(label)
-                if raw:
-                    break
+        raw = None
+        for label in self._host_labels:
+            raw = labels.get(label)
+            if raw:
+                break
         gpu_text = labels.get("gpu")
         try:
             gpu = self._gpu_at.get((raw, gpu_text))

@@ -176,11 +176,11 @@ class Digest:
         other answers still read)."""
         try:
             body = inflate(body, encoding, metric)
-            plain = None if metric in IB_METRICS else read_vector(body)
-            if plain is None:
+            as_text = None if metric in IB_METRICS else read_vector(body)
+            if as_text is None:
                 found, note = parse_vector(body, metric)
             else:
-                series, warnings = plain
+                series, warnings = as_text
                 note = _partial(metric, warnings)
         except StoreError as err:
             self._notes.append(str(err))
@@ -189,7 +189,7 @@ class Digest:
         self._answered += 1
         if note:
             self._notes.append(note)
-        if plain is not None:
+        if as_text is not None:
             self.joiner.add_raw(metric, series)
         elif metric in IB_METRICS:
             self._ib_answers[metric] = found

@@ -105,14 +105,12 @@ class DashboardScreen(GputopScreen):
         self.query_one(StatusHeader).apply_view(view)
         self.query_one(ClusterStrip).apply_view(view)
         self._show_count()
+        map_frame_to_come = self._map_view is not None
+        self._map_view = view  # what the map shows at its frame: the latest view
         if len(view.rows) < SPLIT_FRAME_NODES:
-            self._map_view = view
             self._apply_map_view()
-        elif self._map_view is None:
-            self._map_view = view
+        elif not map_frame_to_come:
             self.call_after_refresh(self._apply_map_view)
-        else:
-            self._map_view = view  # the map's frame is still to come: it shows this view
 
     def _apply_map_view(self) -> None:
         """The map shows the latest view the table was given (after the table's frame, on a large fleet)."""
