@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import functools
 import math
 import re
@@ -28,6 +27,14 @@ from gputop.core.config import (
     SlurmConfig,
     Thresholds,
     UiConfig,
+)
+from gputop.core.config_wording import (
+    describe,
+    did_you_mean,
+    looks_numeric,
+    number_text,
+    range_text,
+    yaml_message,
 )
 from gputop.core.mig_layout import Refusal, parse_layout
 from gputop.core.nodeset import expand_and_fold, fold_nodes, natural_key
@@ -130,12 +137,12 @@ class _Walker:
         if value is None and not any(s.required for s in specs):
             return cls()  # a section left empty (all its keys commented out) means its defaults
         if not isinstance(value, dict):
-            self.report(path, f"expected a mapping of keys, got {_describe(value)}")
+            self.report(path, f"expected a mapping of keys, got {describe(value)}")
             return _INVALID
         by_key = {s.key: s for s in specs}
         for key in value:
             if not isinstance(key, str):
-                self.report(path, f"key {_describe(key)} is not text")
+                self.report(path, f"key {describe(key)} is not text")
             elif key not in by_key:
                 self.report(_join(path, key), _unknown_key(key, specs), at_key=True)
         values: dict[str, Any] = {}
@@ -202,13 +209,13 @@ class _Walker:
         raise TypeError(f"config schema: no rule for {tp!r} at {path}")  # a bug in the schema, not input
 
     def _wrong(self, path: str, expected: str, value: Any, hint: str = "") -> Any:
-        self.report(path, f"expected {expected}, got {_describe(value)}{hint}")
+        self.report(path, f"expected {expected}, got {describe(value)}{hint}")
         return _INVALID
 
     def _number(self, value: Any, path: str, meta: Mapping[str, Any]) -> Any:
         if isinstance(value, bool) or not isinstance(value, int | float):
             hint = ""
-            if isinstance(value, str) and _looks_numeric(value):
+            if isinstance(value, str) and looks_numeric(value):
                 # YAML 1.1 reads 1e3 (no dot, no sign) and anything quoted as text.
                 hint = "; write it as a plain number without quotes"
                 if "e" in value.lower():
@@ -232,7 +239,7 @@ class _Walker:
         shown_text = repr(number if shown is None else shown)
         self.report(
             path,
-            f"{shown_text} is out of range; it must be {_range_text(lo, hi, lo_open)}"
+            f"{shown_text} is out of range; it must be {range_text(lo, hi, lo_open)}"
             + (f" ({unit})" if unit else ""),
         )
         return _INVALID
@@ -255,8 +262,8 @@ class _Walker:
     ) -> Any:
         if isinstance(value, str) and value in (allowed if accepted is None else accepted):
             return value
-        shown = repr(value) if isinstance(value, str) else _describe(value)
-        self.report(path, f"{shown} is not one of {', '.join(allowed)}{_did_you_mean(value, allowed)}")
+        shown = repr(value) if isinstance(value, str) else describe(value)
+        self.report(path, f"{shown} is not one of {', '.join(allowed)}{did_you_mean(value, allowed)}")
         return _INVALID
 
     def _list(self, item_type: Any, value: Any, path: str, meta: Mapping[str, Any]) -> Any:
@@ -308,7 +315,7 @@ class _Section:
         self.walker.report(_join(self.path, key), why)
 
     def shown(self, name: str) -> str:
-        text = _fmt(self.get(name))
+        text = number_text(self.get(name))
         return text if self.given(name) else f"{text} by default"
 
     def ordered(self, low: str, high: str, *, strictly: bool) -> None:
@@ -340,7 +347,7 @@ def _check_config(s: _Section) -> None:
     default = s.get("default_cluster")
     if isinstance(default, str) and default not in names:
         if names:
-            why = f"{default!r} is not one of the clusters: {', '.join(names)}{_did_you_mean(default, names)}"
+            why = f"{default!r} is not one of the clusters: {', '.join(names)}{did_you_mean(default, names)}"
         else:
             why = f"{default!r} names a cluster, but no clusters are configured"
         s.report("default_cluster", why)
@@ -511,7 +518,7 @@ def _load_yaml(
         _index(node, "", lines, key_lines, problems, set())
         data = loader.construct_document(node)
     except yaml.MarkedYAMLError as err:
-        raise ConfigError(_yaml_message(err, source_name)) from None
+        raise ConfigError(yaml_message(err, source_name)) from None
     except yaml.reader.ReaderError as err:
         line = text.count("\n", 0, err.position) + 1
         code = err.character if isinstance(err.character, int) else ord(err.character[:1] or "\0")
@@ -562,23 +569,6 @@ def _index(
             _index(item, f"{path}[{i}]", lines, key_lines, problems, seen)
 
 
-def _yaml_message(err: yaml.MarkedYAMLError, source_name: str) -> str:
-    mark = err.problem_mark or err.context_mark
-    where = f"{source_name}:{mark.line + 1}:{mark.column + 1}" if mark is not None else source_name
-    why = err.problem or err.context or "syntax error"
-    if err.problem and err.context:
-        context = err.context
-        if err.context_mark is not None and mark is not None and err.context_mark.line != mark.line:
-            context += f" that starts on line {err.context_mark.line + 1}"
-        # PyYAML's contexts are either "while parsing X" or the first half of a sentence the problem ends.
-        why = f"{why} ({context})" if context.startswith("while") else f"{context}, {why}"
-    if "\\t" in why or "\t" in why:
-        why += "; YAML indents with spaces, not tabs"
-    if "got '['" in why:
-        why += "; quote nodesets inside a [ ] list: ['gpu[001-064]', 'dgx[01-04]']"
-    return f"{where}: invalid YAML: {why}"
-
-
 # --- small helpers ----------------------------------------------------------------------------------------
 
 
@@ -597,62 +587,9 @@ def _parent(path: str) -> str:
     return path[:i] if i > 0 else ""
 
 
-def _fmt(value: Any) -> str:
-    """A number as a person writes it: 3600, not 3600.0."""
-    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
-        return str(int(value))
-    return str(value)
-
-
-def _describe(value: Any) -> str:
-    """What the user wrote, with its YAML type: 'hot' (str), true (bool), a list."""
-    if value is None:
-        return "nothing (null)"
-    if isinstance(value, bool):
-        return f"{str(value).lower()} (bool)"
-    if isinstance(value, dict):
-        return "a mapping"
-    if isinstance(value, list):
-        return "a list"
-    shown = repr(value) if isinstance(value, str | int | float) else str(value)
-    if len(shown) > 60:
-        shown = shown[:57] + "..."
-    return f"{shown} ({type(value).__name__})"
-
-
-def _looks_numeric(text: str) -> bool:
-    try:
-        float(text.replace("_", ""))
-    except ValueError:
-        return False
-    return True
-
-
-def _range_text(lo: float | None, hi: float | None, lo_open: bool) -> str:
-    if lo is not None and hi is not None and not lo_open:
-        return f"between {_fmt(lo)} and {_fmt(hi)}"
-    parts = []
-    if lo is not None:
-        parts.append(f"{'greater than' if lo_open else 'at least'} {_fmt(lo)}")
-    if hi is not None:
-        parts.append(f"at most {_fmt(hi)}")
-    return " and ".join(parts)
-
-
-def _did_you_mean(value: Any, choices: Iterable[str]) -> str:
-    if not isinstance(value, str):
-        return ""
-    choices = list(choices)
-    folded = {c.casefold(): c for c in choices}
-    if value.casefold() in folded:
-        return f"; did you mean {folded[value.casefold()]!r}?"
-    close = difflib.get_close_matches(value, choices, n=1, cutoff=0.6)
-    return f"; did you mean {close[0]!r}?" if close else ""
-
-
 def _unknown_key(key: str, specs: tuple[_Spec, ...]) -> str:
     allowed = sorted(s.key for s in specs)
-    hint = _did_you_mean(key, allowed)
+    hint = did_you_mean(key, allowed)
     if not hint:
         # A key written one level too high, e.g. "user:" directly under a cluster instead of under ssh.
         for spec in specs:
@@ -677,7 +614,7 @@ def parse_nodes(walker: _Walker, value: Any, path: str) -> dict[str, Any] | None
             return None
         items = [(f"{path}[{i}]", item) for i, item in enumerate(value)]
     else:
-        walker.report(path, f"expected {wanted}, got {_describe(value)}")
+        walker.report(path, f"expected {wanted}, got {describe(value)}")
         return None
     names: list[str] = []
     listed_in: dict[str, str] = {}
@@ -685,7 +622,7 @@ def parse_nodes(walker: _Walker, value: Any, path: str) -> dict[str, Any] | None
     ok = True
     for item_path, text in items:
         if not isinstance(text, str):
-            walker.report(item_path, f"expected {wanted}, got {_describe(text)}")
+            walker.report(item_path, f"expected {wanted}, got {describe(text)}")
             ok = False
             continue
         try:
