@@ -315,6 +315,7 @@ def test_a_view_where_nothing_moved_hands_on_the_same_cells() -> None:
     first = stage.derive(ClusterSnapshot.build("c", T0, result.nodes, result.slurm))
     second = stage.derive(ClusterSnapshot.build("c", T0 + 1, result.nodes, result.slurm))
     assert all(second.rows[name] is row for name, row in first.rows.items())
+    assert second.rows is first.rows  # the table knows at once too
     assert second.cells is first.cells  # the map knows at once that no node moved
     for metric in Metric:
         assert second.cells_known(metric) is first.cells_known(metric)
@@ -331,6 +332,7 @@ def test_a_view_where_nothing_moved_hands_on_the_same_cells() -> None:
     third = stage.derive(ClusterSnapshot.build("c", T0 + 2, tuple(nodes), result.slurm))
     assert third.cells is not second.cells
     assert third.cells == expected_cells(third, Metric.UTIL)
+    assert third.rows is not second.rows and third.rows[nodes[3].name].source is nodes[3]
 
 
 def test_a_store_s_hosts_that_do_not_export_a_field_go_the_column_way() -> None:

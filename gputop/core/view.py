@@ -226,8 +226,10 @@ class ViewStage:
             and len(cells) == len(previous_cells)
         ):
             # nothing moved (a store's source between refreshes): the same mappings, which tell the map
-            # so without a look at every node
+            # and the table so without a look at every node
             cells = previous_cells  # type: ignore[assignment]
+            if len(rows) == len(previous_rows):
+                rows = previous.rows  # type: ignore[assignment]  # every node's very row, in its order
             for other in Metric:
                 known = previous.cells_known(other)
                 if other is not metric and known is not None:

@@ -147,7 +147,8 @@ class VirtualTable(ScrollView, can_focus=True):
         old, self._rows = self._rows, rows
         self._looked.clear()  # worked out for the last rows, with the last tick's context (its trends)
         self._repaints = True
-        changes = self._keyed_changes(old, rows)
+        # the very mapping (a store's source between refreshes): every row where it was
+        changes = ([], [], None) if rows is old and self.order else self._keyed_changes(old, rows)
         if changes is None:
             self._reorder()
             return
