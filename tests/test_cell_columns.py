@@ -316,6 +316,7 @@ def test_a_view_where_nothing_moved_hands_on_the_same_cells() -> None:
     second = stage.derive(ClusterSnapshot.build("c", T0 + 1, result.nodes, result.slurm))
     assert all(second.rows[name] is row for name, row in first.rows.items())
     assert second.rows is first.rows  # the table knows at once too
+    assert second.summary is first.summary
     assert second.cells is first.cells  # the map knows at once that no node moved
     for metric in Metric:
         assert second.cells_known(metric) is first.cells_known(metric)

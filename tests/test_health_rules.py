@@ -54,6 +54,26 @@ def test_a_temperature_hovering_at_the_threshold_does_not_flap() -> None:
     assert feed(at_once, [83.0, 82.5, 81.9, 84.0]) == ["warn", "warn", "", ""]
 
 
+def test_the_very_same_samples_again_are_judged_as_fresh_copies_would_be() -> None:
+    """A store's source hands the same sample objects on between its refreshes: the tracker skips the
+    GPUs that had nothing over a threshold, and the ones that had still move in time (sustain)."""
+    cluster = SimulatedCluster(nodes=40, gpus_per_node=8, seed=5, start_time_s=NOW)
+    nodes = list(cluster.result().nodes)
+    hot = dataclasses.replace(nodes[3], gpus=tuple(g._replace(temp_c=92.0) for g in nodes[3].gpus))
+    full = dataclasses.replace(
+        nodes[7], gpus=tuple(g._replace(mem_used_mib=g.mem_total_mib) for g in nodes[7].gpus)
+    )
+    nodes[3], nodes[7] = hot, full
+    same, fresh = HealthTracker(T), HealthTracker(T)
+    for i in range(40):
+        at_s = NOW + i
+        kept = same.update(ClusterSnapshot.build("c", at_s, tuple(nodes)))
+        copies = tuple(dataclasses.replace(n) for n in nodes)
+        assert kept == fresh.update(ClusterSnapshot.build("c", at_s, copies))
+    assert {f.kind for f in kept[hot.name]} == {"temp"}  # after the 30 s of sustain, on the same sample
+    assert {f.kind for f in kept[full.name]} == {"mem"}
+
+
 def test_a_spike_shorter_than_the_sustain_time_is_not_flagged_one_that_lasts_is() -> None:
     tracker = HealthTracker(T)  # 30 s
     assert set(feed(tracker, [60.0] + [92.0] * 20 + [60.0])) == {""}

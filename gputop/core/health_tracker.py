@@ -96,16 +96,24 @@ class HealthTracker:
         now_s = snapshot.taken_at_s
         warn_c, mem_warn, busy = self.warn_c, self.mem_warn_pct, self.pcie_busy_pct
         old_states = self._states
+        # last tick's samples: a node that hands the very same one again (a store's source between its
+        # refreshes) has nothing new over a threshold; only its GPUs that have a state can move (in time)
+        last_samples = self._snapshot.by_name if self._snapshot is not None else {}
         states: dict[str, dict[int, _GpuState]] = {}
         flags: dict[str, tuple[GpuFlag, ...]] = {}
         for count, node in enumerate(snapshot.nodes, 1):
             if not count % nodes_per_slice:
                 yield
             mine = old_states.get(node.name)
+            same_sample = last_samples.get(node.name) is node
+            if same_sample and not mine:
+                continue
             kept: dict[int, _GpuState] = {}
             for gpu in node.gpus:
                 state = mine.get(gpu.index) if mine else None
                 if state is None:
+                    if same_sample:
+                        continue
                     # The common case, kept cheap: a GPU with no state and nothing over a threshold.
                     temp = gpu.temp_c
                     used, total = gpu.mem_used_mib, gpu.mem_total_mib

@@ -278,7 +278,10 @@ class ViewStage:
         yield
         problems = (p for row in rows.values() for p in row.problems)
         alerts = yield from self.alert_book.update_steps(problems, now_s, settling)
-        summary = yield from summarize_steps(rows.values())
+        if previous is not None and rows is previous.rows:
+            summary = previous.summary  # the very rows: the same counts
+        else:
+            summary = yield from summarize_steps(rows.values())
         view = ClusterView(
             snapshot=snapshot,
             rows=rows,
