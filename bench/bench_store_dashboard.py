@@ -2,7 +2,7 @@
 holds N nodes x 8 GPUs of dcgm-exporter series, its poller ticking on its own (every second) and the
 store's source refreshing on its own cadence (15 s), while keys are pressed every 50 ms.
 
-    python bench/bench_store_dashboard.py [--nodes 10000] [--seconds 60]
+    python bench/bench_store_dashboard.py [--nodes 10000] [--seconds 60] [--quiet-seconds 30]
 
 The series are loaded through VictoriaMetrics' import path before gputop starts (10,000 scrape targets
 are more than this machine runs), one set of readings for every 15 s of the run, each a simulator step
@@ -13,7 +13,9 @@ What it prints, beside the issue's targets:
   the ticks between refreshes, which change only the data's age;
 - key press to painted frame, over the whole run (refreshes, their decoding in the worker process and the
   views they bring included);
-- each refresh's wall time and CPU, as a share of a core at the cadence;
+- each refresh's wall time;
+- then, with no keys pressed for --quiet-seconds (30; from a refresh's end to a later one's), gputop's
+  share of a core: its process (ticks every second, refreshes, their views) and its decoding worker;
 - RSS at the end, and the peak of the process that decodes the store's answers.
 """
 
@@ -248,6 +250,22 @@ async def run(args: argparse.Namespace, url: str) -> dict[str, Any]:
         beating[0] = False
         await beat
         watcher.stop()
+        # No keys: what gputop costs a user who only watches (ticks every second, the store's refreshes,
+        # their views), gputop's process and its decoding worker together. The worker's CPU is reported
+        # when a refresh's decoding ends, so the stretch runs from one refresh's end to a later one's.
+        if args.quiet_seconds > 0:
+            await _until_refresh_ends(source)
+            cpu_s, worker_s, started_s = time.process_time(), source.worker_cpu_s, time.monotonic()
+            refreshed = 0
+            while time.monotonic() - started_s < args.quiet_seconds or not refreshed:
+                await _until_refresh_ends(source)
+                refreshed += 1
+            found["quiet"] = (
+                time.monotonic() - started_s,
+                time.process_time() - cpu_s,
+                source.worker_cpu_s - worker_s,
+                refreshed,
+            )
         found["stalled_in"] = watcher.where.most_common(12)
         gc.callbacks.remove(on_gc)
         found.update(
@@ -265,6 +283,12 @@ async def run(args: argparse.Namespace, url: str) -> dict[str, Any]:
         found["worker_hwm_mb"] = getattr(source, "worker_peak_rss_mb", 0.0)
         app.exit()
     return found
+
+
+async def _until_refresh_ends(source: PrometheusSource) -> None:
+    last = source.last_refresh_wall_s
+    while source.last_refresh_wall_s is last:
+        await asyncio.sleep(0.05)
 
 
 class StallWatcher(threading.Thread):
@@ -328,6 +352,32 @@ def ms(values: list[float], p: float | None = None) -> float:
     return statistics.median(values) if p is None else percentile(values, p)
 
 
+def quiet_span_s(args: argparse.Namespace) -> float:
+    """How long the no-keys stretch may last: its seconds, rounded out to refreshes at both ends."""
+    return args.quiet_seconds + 2 * CADENCE_S if args.quiet_seconds > 0 else 0.0
+
+
+def quiet_rows(quiet: tuple[float, float, float, int] | None) -> list[Row]:
+    """gputop's share of a core with no keys pressed: its process and the decoding worker."""
+    if quiet is None:
+        return []
+    wall_s, cpu_s, worker_s, refreshed = quiet
+    print(
+        f"  no keys for {wall_s:.0f} s, {refreshed} refreshes: {cpu_s:.2f} s of gputop's CPU, "
+        f"{worker_s:.2f} s of its worker's"
+    )
+    return [
+        Row(
+            "share of a core with no keys pressed",
+            (cpu_s + worker_s) / wall_s * 100,
+            "%",
+            TARGET_CORE_PCT,
+            note="gputop's process and its worker",
+        ),
+        Row("   of which the decoding worker's", worker_s / wall_s * 100, "%"),
+    ]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -340,6 +390,12 @@ def main() -> int:
         default=10,
         help="VictoriaMetrics' nice value once loaded (0: as gputop's); a site's store runs elsewhere",
     )
+    parser.add_argument(
+        "--quiet-seconds",
+        type=float,
+        default=30.0,
+        help="then this long or more with no keys, refresh end to refresh end: gputop's share of a core",
+    )
     args = parser.parse_args()
     print(
         f"store-path dashboard benchmark: {args.nodes} nodes x 8 GPUs in VictoriaMetrics, "
@@ -347,7 +403,7 @@ def main() -> int:
         flush=True,
     )
     with tempfile.TemporaryDirectory() as workdir, victoria_metrics(Path(workdir)) as store:
-        answering, load_s, _first_s = load(store, args.nodes, args.seconds)
+        answering, load_s, _first_s = load(store, args.nodes, args.seconds + quiet_span_s(args))
         print(f"  {answering} nodes' readings loaded in {load_s:.0f} s; starting gputop", flush=True)
         if args.store_nice:
             renice(store.process.pid, args.store_nice)
@@ -406,11 +462,12 @@ def main() -> int:
         Row(f"   gen 0/1 collections: {len(young)}, longest", max(young, default=0.0), "ms"),
         Row("full refresh, wall (median)", ms(refresh_walls), "ms", TARGET_REFRESH_WALL_MS),
         Row("   of which the store's answers (median)", ms(answers), "ms"),
+        *quiet_rows(found.get("quiet")),
         Row("RSS at the end", found["rss_mb"], "MB", TARGET_RSS_MB),
         Row("   peak RSS (VmHWM)", found["hwm_mb"], "MB"),
         Row("peak RSS of the process decoding the answers", found["worker_hwm_mb"], "MB"),
     ]
-    print_table(rows, {"ms": "{:.2f} ms", "MB": "{:.1f} MB"})
+    print_table(rows, {"ms": "{:.2f} ms", "MB": "{:.1f} MB", "%": "{:.1f} %"})
     return 0
 
 
