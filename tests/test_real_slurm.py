@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.infra import procnet
+from tests.infra import procnet, procs
 from tests.infra import slurm as infra
 from tests.infra.slurm import RealSlurm, real_slurm  # noqa: F401 - the fixture, registered by importing it
 
@@ -162,7 +162,7 @@ def test_stop_leaves_no_process_and_no_listener(real_slurm: RealSlurm, tmp_path:
         deadline = time.monotonic() + 10
         while True:
             pids = infra._cluster_pids(second.base_dir)
-            comms = {infra._comm(pid) for pid in pids}
+            comms = {procs.comm(pid) for pid in pids}
             if "sleep" in comms or time.monotonic() > deadline:
                 break
             time.sleep(0.1)
@@ -170,7 +170,7 @@ def test_stop_leaves_no_process_and_no_listener(real_slurm: RealSlurm, tmp_path:
         ports = {second.ctld_port, *second.node_ports.values()}
     finally:
         infra.stop_slurm(second)
-    assert [pid for pid in pids if infra._alive(pid)] == []
+    assert [pid for pid in pids if procs.alive(pid)] == []
     assert not ports & set(procnet.listening_ports() or {})
     assert real_slurm.node_states() == dict.fromkeys(real_slurm.nodes, "idle")
 
@@ -198,7 +198,7 @@ def test_the_command_line_starts_a_cluster_that_outlives_it(tmp_path: Path) -> N
 
     def command(*argv: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", "tests.infra.slurm", *argv],
+            [sys.executable, "-m", "tests.infra.slurm_cli", *argv],
             cwd=REPO_ROOT,
             capture_output=True,
             text=True,
@@ -230,5 +230,5 @@ def test_the_command_line_starts_a_cluster_that_outlives_it(tmp_path: Path) -> N
     finally:
         down = command("down", str(base))
     assert down.returncode == 0, down.stderr
-    assert [pid for pid in pids if infra._alive(pid)] == []
+    assert [pid for pid in pids if procs.alive(pid)] == []
     assert infra._cluster_pids(base) == set()

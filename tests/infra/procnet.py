@@ -72,3 +72,16 @@ def listening_ports() -> dict[int, int] | None:
     """Listening TCP port -> socket inode; None without /proc."""
     table = listen_table()
     return None if table is None else {port: inode for _, port, inode in table}
+
+
+def listeners_of(inodes: set[int]) -> list[str]:
+    return [
+        f"[{addr}]:{port}" if ":" in addr else f"{addr}:{port}"
+        for addr, port, inode in (listen_table() or [])
+        if inode in inodes
+    ]
+
+
+def is_loopback(listener: str) -> bool:
+    addr = listener.rpartition(":")[0].strip("[]")
+    return addr.startswith("127.") or addr in ("::1", "::ffff:127.0.0.1") or addr.startswith("::ffff:127.")

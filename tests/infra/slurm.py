@@ -6,8 +6,8 @@
 
 By hand, as root, from the repository root (the daemons outlive the command):
 
-    python -m tests.infra.slurm up [DIR]      # prints: export SLURM_CONF=DIR/etc/slurm.conf
-    python -m tests.infra.slurm down [DIR]
+    python -m tests.infra.slurm_cli up [DIR]    # prints: export SLURM_CONF=DIR/etc/slurm.conf
+    python -m tests.infra.slurm_cli down [DIR]
 
 Every node (node01, ...) advertises ``gpu:<type>:<gpus>`` GRES whose "devices" are symlinks to /dev/null, in
 one partition (``gpu``). Each start chooses free ports and begins from empty state. Needs root and Debian's
@@ -50,7 +50,6 @@ What Slurm insists on, learnt the hard way:
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import ctypes
 import hashlib
@@ -59,7 +58,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 import warnings
@@ -70,7 +68,21 @@ from typing import TypeVar
 
 import pytest
 
-from tests.infra.procnet import free_ports, listen_table, listening_ports, read_text, socket_inodes
+from tests.infra import procs
+from tests.infra.private_hostname import (
+    PRIVATE_HOSTNAME,
+    can_have_private_hostname,
+    enter_private_hostname,
+    ipv4,
+)
+from tests.infra.procnet import (
+    free_ports,
+    is_loopback,
+    listeners_of,
+    listening_ports,
+    read_text,
+    socket_inodes,
+)
 
 T = TypeVar("T")
 
@@ -79,14 +91,12 @@ PROGRAMS = ("munged", "slurmctld", "slurmd", "sinfo", "squeue", "scontrol", "sba
 DAEMON_COMMS = ("munged", "slurmctld", "slurmd", "slurmstepd")
 FIX_HOSTS_VAR = "GPUTOP_SLURM_FIX_HOSTS"
 HOSTS_FILE = Path("/etc/hosts")
-PRIVATE_HOSTNAME = "localhost"
 SLURMD_TIMEOUT_S = 5  # Slurm takes any positive number (1 works); 0 means "never mark a node down"
 MESSAGE_TIMEOUT_S = 3  # bounds how long a ping to a dead slurmd takes to fail (default 10)
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 10.0
 CLIENT_TIMEOUT_S = 30.0
 EXTRA_PATH = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
-CLONE_NEWUTS = 0x04000000  # linux/sched.h
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
@@ -261,10 +271,10 @@ class RealSlurm:
 
     def non_loopback_listeners(self) -> list[str]:
         """What this cluster's daemons listen on outside loopback ("0.0.0.0:6817"); should be nothing."""
-        return [addr for addr in _listening(socket_inodes(self.pids)) if not _is_loopback(addr)]
+        return [addr for addr in listeners_of(socket_inodes(self.pids)) if not is_loopback(addr)]
 
     def listeners(self) -> list[str]:
-        return _listening(socket_inodes(self.pids))
+        return listeners_of(socket_inodes(self.pids))
 
     def log_text(self, lines: int = 30) -> str:
         parts = []
@@ -360,24 +370,29 @@ def stop_slurm(slurm: RealSlurm | Path) -> None:
     if client is None and (base_dir / "etc" / "slurm.conf").is_file():
         with contextlib.suppress(Exception):
             client = _client_for(base_dir)
-    if client is not None and _ctld_alive(base_dir):
+    if client is not None and ctld_alive(base_dir):
         with contextlib.suppress(Exception):
             client.cancel_all(timeout_s=5.0)
     found = _cluster_pids(base_dir) | {p.pid for p in children.values() if p.poll() is None}
-    comms = {pid: _comm(pid) for pid in found}
+    comms = {pid: procs.comm(pid) for pid in found}
     # slurmd, slurmstepd and the jobs first; slurmctld stops its slurmscriptd itself (which ignores
     # SIGTERM), then whatever is left, then munged, which the others use until they exit
-    _terminate({pid for pid, comm in comms.items() if comm not in ("slurmctld", "slurmscriptd", "munged")})
-    _terminate({pid for pid, comm in comms.items() if comm == "slurmctld"})
-    _terminate({pid for pid, comm in comms.items() if comm != "munged" and _alive(pid)})
-    _terminate({pid for pid, comm in comms.items() if comm == "munged"})
+    procs.terminate(
+        {pid for pid, comm in comms.items() if comm not in ("slurmctld", "slurmscriptd", "munged")},
+        STOP_TIMEOUT_S,
+    )
+    procs.terminate({pid for pid, comm in comms.items() if comm == "slurmctld"}, STOP_TIMEOUT_S)
+    procs.terminate(
+        {pid for pid, comm in comms.items() if comm != "munged" and procs.alive(pid)}, STOP_TIMEOUT_S
+    )
+    procs.terminate({pid for pid, comm in comms.items() if comm == "munged"}, STOP_TIMEOUT_S)
     for process in children.values():  # reap our own children (their pids may be zombies until then)
         with contextlib.suppress(subprocess.TimeoutExpired):
             process.wait(1.0)
     if isinstance(slurm, RealSlurm):
         slurm.processes.clear()
     shutil.rmtree(_munge_socket(base_dir).parent, ignore_errors=True)
-    left = [pid for pid in found if _alive(pid)]
+    left = [pid for pid in found if procs.alive(pid)]
     if left:
         raise RuntimeError(f"Slurm processes still running after stop: {left}")
 
@@ -423,26 +438,19 @@ def _programs() -> dict[str, str]:
     return {name: where for name, where in found.items() if where}
 
 
-def _ipv4(host: str) -> str:
-    try:
-        return socket.getaddrinfo(host, None, socket.AF_INET, socket.SOCK_STREAM)[0][4][0]
-    except (OSError, IndexError):
-        return ""
-
-
 def _choose_hostname(private: bool | None) -> tuple[str, bool]:
     """(the host name the daemons see, whether they need a UTS namespace for it)."""
     real = socket.gethostname()
-    address = _ipv4(real)
+    address = ipv4(real)
     if private is not True and address.startswith("127."):
         return real.split(".")[0], False
-    if private is not False and _ipv4(PRIVATE_HOSTNAME).startswith("127.") and _can_have_private_hostname():
+    if private is not False and ipv4(PRIVATE_HOSTNAME).startswith("127.") and can_have_private_hostname():
         return PRIVATE_HOSTNAME, True
     if private is True:
         raise SlurmUnavailable("cannot run the daemons in a UTS namespace of their own (unshare refused)")
     if os.environ.get(FIX_HOSTS_VAR) == "1":
         _prepend_hosts_line(real)
-        address = _ipv4(real)
+        address = ipv4(real)
         if address.startswith("127."):
             return real.split(".")[0], False
     why = "not asked for" if private is False else "unshare refused"
@@ -461,24 +469,6 @@ def _prepend_hosts_line(hostname: str) -> None:
     with HOSTS_FILE.open("w", encoding="utf-8") as f:
         f.write(line + text)
     warnings.warn(f"{FIX_HOSTS_VAR}=1: prepended {line.strip()!r} to {HOSTS_FILE}", stacklevel=2)
-
-
-def _enter_private_hostname() -> None:
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.unshare(CLONE_NEWUTS) != 0:
-        errno = ctypes.get_errno()
-        raise OSError(errno, os.strerror(errno))
-    socket.sethostname(PRIVATE_HOSTNAME)
-
-
-def _can_have_private_hostname() -> bool:
-    try:
-        probe = subprocess.run(
-            ["true"], preexec_fn=_enter_private_hostname, capture_output=True, timeout=10, check=False
-        )
-    except (OSError, subprocess.SubprocessError):
-        return False
-    return probe.returncode == 0
 
 
 def _munge_socket(base_dir: Path) -> Path:
@@ -574,7 +564,7 @@ def _daemon_setup(private_hostname: bool, detached: bool) -> Callable[[], None]:
             with contextlib.suppress(Exception):
                 ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
         if private_hostname:
-            _enter_private_hostname()
+            enter_private_hostname()
 
     return setup
 
@@ -684,46 +674,15 @@ def _client_for(base_dir: Path) -> RealSlurm:
     )
 
 
-# ---- processes, from /proc --------------------------------------------------------------------------------
-
-
-def _stat(pid: int) -> list[str]:
-    """/proc/PID/stat's fields after the command name: [state, ppid, ...]; [] when there is no such pid."""
-    text = read_text(Path(f"/proc/{pid}/stat"))
-    return text.rpartition(")")[2].split() if text else []
-
-
-def _alive(pid: int) -> bool:
-    """Running: exists and is not a zombie (kill -0 succeeds on zombies, which a container's init reaps
-    late)."""
-    fields = _stat(pid)
-    return bool(fields) and fields[0] not in ("Z", "X")
-
-
-def _comm(pid: int) -> str:
-    return read_text(Path(f"/proc/{pid}/comm")).strip()
-
-
-def _pids() -> list[int]:
-    return [int(name) for name in os.listdir("/proc") if name.isdigit()]
-
-
-def _holds_file_under(pid: int, directory: Path) -> bool:
-    prefix = f"{directory}/"
-    with contextlib.suppress(OSError):
-        for fd in os.listdir(f"/proc/{pid}/fd"):
-            with contextlib.suppress(OSError):
-                if os.readlink(f"/proc/{pid}/fd/{fd}").startswith(prefix):
-                    return True
-    return False
+# ---- this cluster's processes ----------------------------------------------------------------------------
 
 
 def _cluster_pids(base_dir: Path) -> set[int]:
     """The running Slurm and munge processes that hold a file (their log) under ``base_dir``, and every
     descendant of them (the jobs of its slurmstepd)."""
-    pids = [pid for pid in _pids() if _alive(pid)]
-    ours = {pid for pid in pids if _comm(pid) in DAEMON_COMMS and _holds_file_under(pid, base_dir)}
-    parents = {pid: int(fields[1]) for pid in pids if len(fields := _stat(pid)) > 1}
+    pids = [pid for pid in procs.pids() if procs.alive(pid)]
+    ours = {pid for pid in pids if procs.comm(pid) in DAEMON_COMMS and procs.holds_file_under(pid, base_dir)}
+    parents = {pid: int(fields[1]) for pid in pids if len(fields := procs.stat_fields(pid)) > 1}
     grew = True
     while grew:
         more = {pid for pid, ppid in parents.items() if ppid in ours and pid not in ours}
@@ -732,99 +691,6 @@ def _cluster_pids(base_dir: Path) -> set[int]:
     return ours
 
 
-def _terminate(pids: set[int]) -> None:
-    """SIGTERM, up to STOP_TIMEOUT_S for them to go, then SIGKILL. Gone includes a zombie: our own children
-    are reaped by their Popen afterwards, the others by init."""
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + STOP_TIMEOUT_S
-    while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
-        time.sleep(0.02)
-    for pid in pids:
-        if _alive(pid):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-    deadline = time.monotonic() + STOP_TIMEOUT_S
-    while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
-        time.sleep(0.02)
-
-
-def _ctld_alive(base_dir: Path) -> bool:
+def ctld_alive(base_dir: Path) -> bool:
     text = read_text(base_dir / "run" / "slurmctld.pid").strip()
-    return text.isdigit() and _alive(int(text)) and _comm(int(text)) == "slurmctld"
-
-
-# ---- sockets, from /proc/net ------------------------------------------------------------------------------
-
-
-def _listening(inodes: set[int]) -> list[str]:
-    return [
-        f"[{addr}]:{port}" if ":" in addr else f"{addr}:{port}"
-        for addr, port, inode in (listen_table() or [])
-        if inode in inodes
-    ]
-
-
-def _is_loopback(listener: str) -> bool:
-    addr = listener.rpartition(":")[0].strip("[]")
-    return addr.startswith("127.") or addr in ("::1", "::ffff:127.0.0.1") or addr.startswith("::ffff:127.")
-
-
-# ---- the command line -------------------------------------------------------------------------------------
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    default_dir = Path(tempfile.gettempdir()) / "gputop-slurm"
-    parser = argparse.ArgumentParser(
-        prog="python -m tests.infra.slurm",
-        description="Start or stop a real Slurm on 127.0.0.1 (as root) to try gputop against by hand.",
-    )
-    parser.add_argument("command", choices=("up", "down"))
-    parser.add_argument("dir", nargs="?", type=Path, default=default_dir, help=f"default {default_dir}")
-    parser.add_argument("--nodes", type=int, default=4)
-    parser.add_argument("--gpus", type=int, default=8)
-    parser.add_argument("--gpu-type", default="h100")
-    parser.add_argument("--slurmd-timeout", type=int, default=30, help="seconds until a dead node is down")
-    args = parser.parse_args(argv)
-    base_dir: Path = args.dir.resolve()
-    if args.command == "down":
-        stop_slurm(base_dir)
-        print(f"stopped the Slurm in {base_dir}", file=sys.stderr)
-        return 0
-    conf = base_dir / "etc" / "slurm.conf"
-    answering = (
-        _ctld_alive(base_dir)
-        and (
-            subprocess.run(["sinfo", "-h"], env={**os.environ, "SLURM_CONF": str(conf)}, capture_output=True)
-        ).returncode
-        == 0
-    )
-    if answering:
-        print(f"already running in {base_dir}", file=sys.stderr)
-        print(f"export SLURM_CONF={conf}")
-        return 0
-    started = time.monotonic()
-    try:
-        slurm = start_slurm(
-            base_dir,
-            nodes=args.nodes,
-            gpus=args.gpus,
-            gpu_type=args.gpu_type,
-            slurmd_timeout_s=args.slurmd_timeout,
-            detach=True,
-        )
-    except SlurmUnavailable as err:
-        print(f"cannot start Slurm: {err}", file=sys.stderr)
-        return 2
-    print(
-        f"{len(slurm.nodes)} nodes idle after {time.monotonic() - started:.2f}s in {base_dir} "
-        f"(slurmctld 127.0.0.1:{slurm.ctld_port}); stop: python -m tests.infra.slurm down {base_dir}",
-        file=sys.stderr,
-    )
-    print(f"export SLURM_CONF={slurm.conf_path}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    return text.isdigit() and procs.alive(int(text)) and procs.comm(int(text)) == "slurmctld"
