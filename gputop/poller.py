@@ -70,6 +70,8 @@ class Poller:
         self._tick = 0
         self._slurm_names = SlurmNameAligner()
         self._sorted_names: list[str] = []  # the last tick's nodes, in natural order
+        # by source: its last result, and the time of that result's oldest answering sample
+        self._oldest_sample_s: dict[str, tuple[SourceResult, float | None]] = {}
         self._wake = asyncio.Event()
         self._stopping = False
 
@@ -170,7 +172,7 @@ class Poller:
             # a source whose data is older by nature (a store fed every 15-30 s) says from when it is old
             stale_s = max(self.poll.stale_after_s, getattr(source, "stale_after_s", 0.0))
             down_s = max(self.poll.down_after_s, getattr(source, "down_after_s", 0.0))
-            nodes.extend(self._age(node, now_s, stale_s, down_s) for node in result.nodes)
+            nodes.extend(self._aged(source.name, result, now_s, stale_s, down_s))
             if result.slurm is not None:
                 slurm = result.slurm
         names = [node.name for node in nodes]
@@ -223,6 +225,24 @@ class Poller:
             self._source_errors.pop(source.name, None)
         self._last_results[source.name] = result
         return result
+
+    def _aged(
+        self, source: str, result: SourceResult, now_s: float, stale_after_s: float, down_after_s: float
+    ) -> Sequence[NodeSample]:
+        """The result's nodes, aged. The very result again (a store's source between its refreshes)
+        while even its oldest answering sample is not yet stale: its nodes as they are, without a look
+        at each."""
+        oldest_s = self._oldest_sample_s.get(source)
+        if oldest_s is None or oldest_s[0] is not result:
+            sampled = [
+                node.sampled_at_s
+                for node in result.nodes
+                if node.reachability is Reachability.OK and node.sampled_at_s is not None
+            ]
+            oldest_s = self._oldest_sample_s[source] = (result, min(sampled, default=None))
+        if oldest_s[1] is None or now_s - oldest_s[1] < stale_after_s:
+            return result.nodes
+        return [self._age(node, now_s, stale_after_s, down_after_s) for node in result.nodes]
 
     def _age(self, node: NodeSample, now_s: float, stale_after_s: float, down_after_s: float) -> NodeSample:
         """Turn an old sample into STALE or DOWN, keeping its last good values and saying for how long."""

@@ -153,6 +153,25 @@ def test_a_rate_needs_two_reads_and_a_reset_counter_gives_none() -> None:
     ]
 
 
+def test_the_rates_a_tick_handed_out_stay_as_they_were_and_an_unchanged_tick_hands_them_again() -> None:
+    from gputop.core.counter_rates import CounterRateTracker
+
+    def snapshot(at_s: float, replays: int, read_at_s: float) -> ClusterSnapshot:
+        facts = facts_of({"counters": _counters(pcie_replays=replays)}, read_at_s=read_at_s)
+        node = node_sample("gpu001", (gpu_sample(0, pci_bus_id=BUS),), sampled_at_s=at_s, facts=facts)
+        return ClusterSnapshot.build("c", at_s, (node,))
+
+    tracker = CounterRateTracker()
+    tracker.update(snapshot(T0, 1000, T0))
+    first = tracker.update(snapshot(T0 + 60, 1020, T0 + 60))
+    assert first["gpu001"][0].pcie_replays_per_min == 20.0
+    same = snapshot(T0 + 61, 1020, T0 + 60)  # the same read again: nothing new
+    assert tracker.update(same) is first
+    later = tracker.update(snapshot(T0 + 120, 1080, T0 + 120))
+    assert later["gpu001"][0].pcie_replays_per_min == 60.0
+    assert first["gpu001"][0].pcie_replays_per_min == 20.0  # what the earlier view holds is unchanged
+
+
 def test_nvlink_crc_rate_and_new_replay_errors_warn() -> None:
     stage = ViewStage(T, interval_s=1.0)
 

@@ -181,6 +181,25 @@ async def test_old_samples_become_stale_then_down() -> None:
     assert view.summary.nodes_down == 1
 
 
+async def test_the_very_same_result_again_ages_when_its_oldest_sample_does() -> None:
+    """A store's source hands the same result on between its refreshes: its nodes pass as they are while
+    none is stale, and age as before once the oldest of them is."""
+    older, newer = node("older", T0 - 5), node("newer", T0)
+    source = FakeSource("a", SourceResult(nodes=(older, newer)))
+    clock = FrozenClock(T0)
+    poller = make_poller([source], clock, Recorder())
+    view = await poller.tick()
+    assert at(view, "older") is older and at(view, "newer") is newer
+    clock.advance(4.0)  # older is 9 s old: not stale yet (10 s)
+    view = await poller.tick()
+    assert states(view) == {"older": Reachability.OK, "newer": Reachability.OK}
+    assert at(view, "older") is older
+    clock.advance(2.0)  # older 11 s, newer 6 s
+    view = await poller.tick()
+    assert states(view) == {"older": Reachability.STALE, "newer": Reachability.OK}
+    assert at(view, "older").error == "no data for 11s" and at(view, "newer") is newer
+
+
 async def test_ageing_keeps_a_reason_the_source_gave() -> None:
     old = NodeSample("gpu1", Reachability.OK, T0 - 30, (gpu(0),), 1, error="ssh: connection reset")
     poller = make_poller([FakeSource("a", SourceResult(nodes=(old,)))], FrozenClock(T0), Recorder())

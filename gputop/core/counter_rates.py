@@ -73,6 +73,7 @@ class CounterRateTracker:
         self._nvlink: dict[str, Reading[NvlinkErrors]] = {}
         self._smi_rates: dict[str, dict[int, tuple[float | None, float | None]]] = {}
         self._link_rates: dict[str, dict[int, tuple[float | None, int | None]]] = {}
+        self._handed_out: Mapping[str, NodeRates] | None = None
 
     def update(self, snapshot: ClusterSnapshot) -> Mapping[str, NodeRates]:
         return run_to_end(self.update_steps(snapshot))
@@ -81,7 +82,9 @@ class CounterRateTracker:
         self, snapshot: ClusterSnapshot, nodes_per_slice: int = NODES_PER_SLICE
     ) -> Generator[None, None, Mapping[str, NodeRates]]:
         """`update`, yielding after every ``nodes_per_slice`` nodes (a store's slow refresh brings every
-        node's counters anew). The rates handed out are a copy made at the end."""
+        node's counters anew). The rates handed out are a copy made at the end, the last one again where
+        no node's rates changed."""
+        published = False
         for count, node in enumerate(snapshot.nodes, 1):
             if not count % nodes_per_slice:
                 yield
@@ -103,7 +106,10 @@ class CounterRateTracker:
                     changed = True
             if changed:
                 self._publish(name)
-        return dict(self.rates)  # the views keep it: later ticks must not change it
+                published = True
+        if published or self._handed_out is None:
+            self._handed_out = dict(self.rates)  # the views keep it: later ticks must not change it
+        return self._handed_out
 
     @staticmethod
     def _smi_step(
