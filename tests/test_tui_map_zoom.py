@@ -153,3 +153,36 @@ async def test_a_large_fleets_new_view_reaches_the_map_in_the_frame_after_the_ta
         drawn = map_lines(node_map)
         node_map._forget_lines()
         assert map_lines(node_map) == drawn
+
+
+async def test_a_key_that_moves_the_selection_repaints_only_the_map_lines_it_leaves_and_enters() -> None:
+    app = demo_app(nodes=300)
+    async with app.run_test(size=(200, 50)) as pilot:
+        await wait_for_data(pilot)
+        app.poller.stop()
+        await pilot.pause()
+        node_map = app.screen.query_one(ClusterMap)
+        table = app.screen.query_one(NodeTable)
+        asked: list[int] = []
+        original = node_map.render_line
+
+        def render_line(y: int):  # type: ignore[no-untyped-def]
+            asked.append(y)
+            return original(y)
+
+        node_map.render_line = render_line  # type: ignore[method-assign]
+        layout = node_map._current_layout()
+        for _ in range(12):  # down the table until the selection crosses a map line
+            before = node_map.selected
+            asked.clear()
+            await pilot.press("down")
+            await pilot.pause()
+            after = node_map.selected
+            assert after == table.cursor_name and after != before
+            lines = {node_map._line_of_name(name, layout) for name in (before, after)}
+            assert set(asked) <= {line - node_map._top for line in lines if line is not None}
+            assert asked  # the line that now shows the selection was drawn again
+        # what the map shows (old lines kept, the two drawn again) is what a full redraw draws
+        shown = map_lines(node_map)
+        node_map._forget_lines()
+        assert map_lines(node_map) == shown

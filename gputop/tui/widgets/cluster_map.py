@@ -99,7 +99,9 @@ class ClusterMap(Widget, can_focus=True):
     ClusterMap { height: auto; max-height: 60%; }
     """
 
-    selected: reactive[str | None] = reactive(None, layout=False)
+    # repainted by its watcher: only the lines of the old and the new selection (and the zoom line that
+    # names it), not the whole map, whose lines a key would otherwise all look at again
+    selected: reactive[str | None] = reactive(None, layout=False, repaint=False)
 
     def __init__(
         self,
