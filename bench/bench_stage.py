@@ -1,7 +1,11 @@
 """The view stage alone: CPU of `ViewStage.derive` per tick on the simulator, without the UI or the
 simulator's own step, for pairing changes to the stage.
 
-    python bench/bench_stage.py [--nodes 10000] [--ticks 12]
+    python bench/bench_stage.py [--nodes 10000] [--ticks 12] [--same-samples] [--no-slurm]
+
+--same-samples derives the first tick's very samples again each second, as a store's source hands them
+on between its refreshes (only ages, sustained readings and idle minutes move); --no-slurm leaves Slurm
+out, as a cluster read from a store alone has it.
 """
 
 from __future__ import annotations
@@ -27,16 +31,25 @@ def main() -> int:
     )
     parser.add_argument("--nodes", type=int, default=10_000)
     parser.add_argument("--ticks", type=int, default=12)
+    parser.add_argument("--same-samples", action="store_true", help="the same samples every tick")
+    parser.add_argument("--no-slurm", action="store_true", help="no Slurm state")
     args = parser.parse_args()
-    print(f"view stage benchmark: {args.nodes} nodes x 8 GPUs, every node changing each tick; {cpu_model()}")
+    what = "the same samples each tick" if args.same_samples else "every node changing each tick"
+    slurm_said = ", no Slurm" if args.no_slurm else ""
+    print(f"view stage benchmark: {args.nodes} nodes x 8 GPUs, {what}{slurm_said}; {cpu_model()}")
     cluster = SimulatedCluster(nodes=args.nodes, gpus_per_node=8, seed=42, start_time_s=T0)
     stage = ViewStage(Thresholds(), interval_s=1.0, history=HistoryConfig())
     spent_ms = []
+    first = cluster.result()
     for tick in range(WARMUP + args.ticks):
         now_s = T0 + tick
-        cluster.advance_to(now_s)
-        result = cluster.result()
-        snapshot = ClusterSnapshot.build("bench", now_s, result.nodes, result.slurm)
+        if args.same_samples:
+            result = first
+        else:
+            cluster.advance_to(now_s)
+            result = cluster.result()
+        slurm = None if args.no_slurm else result.slurm
+        snapshot = ClusterSnapshot.build("bench", now_s, result.nodes, slurm)
         started = time.process_time()
         stage.derive(snapshot)
         spent_ms.append((time.process_time() - started) * 1000)
