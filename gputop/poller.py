@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import math
 import time
 from collections.abc import Callable, Sequence
 
@@ -70,8 +71,9 @@ class Poller:
         self._tick = 0
         self._slurm_names = SlurmNameAligner()
         self._sorted_names: list[str] = []  # the last tick's nodes, in natural order
-        # by source: its last result, and the time of that result's oldest answering sample
-        self._oldest_sample_s: dict[str, tuple[SourceResult, float | None]] = {}
+        # by source: its last result, and the time of that result's oldest answering sample (None: not
+        # worked out, which it is only when the same result comes again)
+        self._seen_results: dict[str, tuple[SourceResult, float | None]] = {}
         self._wake = asyncio.Event()
         self._stopping = False
 
@@ -231,16 +233,23 @@ class Poller:
     ) -> Sequence[NodeSample]:
         """The result's nodes, aged. The very result again (a store's source between its refreshes)
         while even its oldest answering sample is not yet stale: its nodes as they are, without a look
-        at each."""
-        oldest_s = self._oldest_sample_s.get(source)
-        if oldest_s is None or oldest_s[0] is not result:
-            sampled = [
-                node.sampled_at_s
-                for node in result.nodes
-                if node.reachability is Reachability.OK and node.sampled_at_s is not None
-            ]
-            oldest_s = self._oldest_sample_s[source] = (result, min(sampled, default=None))
-        if oldest_s[1] is None or now_s - oldest_s[1] < stale_after_s:
+        at each. A new result (every tick, for most sources) is aged node by node, as ever."""
+        seen = self._seen_results.get(source)
+        if seen is None or seen[0] is not result:
+            self._seen_results[source] = (result, None)
+            return [self._age(node, now_s, stale_after_s, down_after_s) for node in result.nodes]
+        oldest_s = seen[1]
+        if oldest_s is None:  # the second time this result comes: its oldest sample, worked out once
+            oldest_s = min(
+                (
+                    node.sampled_at_s
+                    for node in result.nodes
+                    if node.reachability is Reachability.OK and node.sampled_at_s is not None
+                ),
+                default=math.inf,  # no answering sample: nothing to age
+            )
+            self._seen_results[source] = (result, oldest_s)
+        if now_s - oldest_s < stale_after_s:
             return result.nodes
         return [self._age(node, now_s, stale_after_s, down_after_s) for node in result.nodes]
 
