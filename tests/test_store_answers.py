@@ -13,7 +13,7 @@ from gputop.core.dcgm_join import SAMPLE_TIME, DcgmJoiner, join_answers, series_
 from gputop.core.parsers.prom_text import parse_prom_text
 from gputop.sim.dcgm_text import exposition
 from gputop.sim.simulator import SimulatedCluster
-from gputop.sources.store_answers import Digest, read_vector
+from gputop.sources.store_answers import Digest, read_columns, read_vector
 
 FIXTURES = Path(__file__).parent / "fixtures" / "dcgm-exporter-metrics"
 
@@ -179,3 +179,66 @@ async def test_the_hour_read_at_start_joins_each_step_as_the_label_dicts_do() ->
     # gpu02 has no readings at the second step: it is not in that step
     assert set(past[1][1].nodes) == {"gpu01"} and set(past[2][1].nodes) == {"gpu01", "gpu02"}
     assert past[0][1].nodes["gpu01"].sample.gpus[0].sm_clock_mhz == 1410.0
+
+
+def test_answers_read_as_columns_give_what_each_series_read_alone_gives() -> None:
+    """`add_columns` (values read as numbers, written by loops in C) against `add` (a dict per series):
+    blanks, NaN and negative values, a MIG instance, a series placed nowhere, a metric in two parts, and
+    a GPU that loses a metric the next refresh; an answer holding "+Inf" is read as text instead."""
+    place = [{"Hostname": f"gpu{n:02}", "gpu": str(g)} for n in range(4) for g in range(2)]
+    mig = {"Hostname": "gpu00", "gpu": "1", "GPU_I_PROFILE": "1g.10gb", "GPU_I_ID": "3"}
+    refreshes: list[dict[str, list[tuple[dict[str, str], float]]]] = [
+        {
+            SAMPLE_TIME: [(labels, 1.7e9) for labels in place],
+            "DCGM_FI_DEV_GPU_TEMP": [(labels, 40.0 + at) for at, labels in enumerate(place)],
+            "DCGM_FI_DEV_POWER_USAGE": [
+                (place[0], float("nan")),
+                (place[1], 9223372036854775794.0),  # DCGM_INT64_BLANK
+                (place[2], -5.0),
+                (place[3], 2147483632.0),  # DCGM_INT32_BLANK
+                (place[4], 2147483632.5),  # not a blank: a reading
+                (mig, 120.0),
+                ({"gpu": "0"}, 1.0),  # no host: placed nowhere
+            ],
+            "DCGM_FI_DEV_SM_CLOCK": [(labels, 1410.0) for labels in place],
+        },
+        {
+            SAMPLE_TIME: [(labels, 1.7e9 + 15) for labels in place],
+            "DCGM_FI_DEV_GPU_TEMP": [(labels, 50.0) for labels in place[:5]],  # three GPUs lose it
+            "DCGM_FI_DEV_POWER_USAGE": [(labels, float("inf")) for labels in place[:2]],
+        },
+    ]
+    dicts = DcgmJoiner()
+    digest = Digest(None, "http://store")
+    for answers in refreshes:
+        expected = dicts.update(answers)
+        digest.begin()
+        for metric, pairs in answers.items():
+            half = len(pairs) // 2 or 1
+            for part in (pairs[:half], pairs[half:]):  # each answer in two parts, as a sharded query
+                if part:
+                    digest.add(
+                        metric, vector([{"metric": lab, "value": [1.7e9, _text(v)]} for lab, v in part])
+                    )
+        nodes, notes = digest.finish()
+        assert {n.name: n for n in nodes} == {name: j.sample for name, j in expected.nodes.items()}
+        assert notes == expected.notes
+        if len(answers) == 4:  # the first refresh
+            first = {n.name: n.gpus for n in nodes}
+    assert first["gpu00"][1].mig_enabled and first["gpu02"][0].temp_c == 44.0
+    power = [g.power_w for n in range(3) for g in first[f"gpu{n:02}"]]
+    assert power == [None, 120.0, -5.0, None, 2147483632.5, None]
+    assert read_columns(vector([{"metric": place[0], "value": [0, "+Inf"]}])) is None
+    assert read_columns(vector([{"metric": place[0], "value": [0, "-Inf"]}])) is not None
+    gpus = {n.name: n.gpus for n in nodes}
+    assert [g.temp_c for g in gpus["gpu02"]] == [50.0, None]
+    assert not gpus["gpu00"][1].mig_enabled and gpus["gpu00"][0].power_w is None  # +Inf: no reading
+
+
+def _text(value: float) -> str:
+    """A value as Prometheus writes it."""
+    if value != value:
+        return "NaN"
+    if value in (float("inf"), float("-inf")):
+        return "+Inf" if value > 0 else "-Inf"
+    return repr(value)

@@ -9,8 +9,9 @@ the source's when that process cannot be started.
 
 from __future__ import annotations
 
+import operator
 import zlib
-from typing import Final, NamedTuple
+from typing import Any, Final, NamedTuple
 
 import msgspec
 import orjson
@@ -116,16 +117,64 @@ class _Answer(msgspec.Struct):
 _ANSWER: Final = msgspec.json.Decoder(_Answer)
 
 
+class _NumberSeries(msgspec.Struct):
+    metric: msgspec.Raw
+    value: tuple[float, float]  # the value's text read as a number by msgspec (not strict)
+
+
+class _NumberVector(msgspec.Struct):
+    resultType: str
+    result: list[_NumberSeries]
+
+
+class _NumberAnswer(msgspec.Struct):
+    status: str
+    data: _NumberVector
+    warnings: tuple[str, ...] = ()
+
+
+# The same answer with each value read as a number as it is decoded. Not strict, msgspec reads a number
+# from text; it refuses "+Inf" (Prometheus's spelling of infinity) and anything but a plain number, and
+# such an answer is read as text instead (read_vector).
+_NUMBER_ANSWER: Final = msgspec.json.Decoder(_NumberAnswer, strict=False)
+_LABELS_TEXT: Final = operator.attrgetter("metric")
+_VALUE: Final = operator.attrgetter("value")
+_SECOND: Final = operator.itemgetter(1)
+
+
+def read_columns(body: bytes) -> tuple[list[bytes], list[float], tuple[str, ...]] | None:
+    """A successful instant vector as two columns, each series' labels' JSON text and its value, and
+    its warnings; None for any other answer, or one with a value that is not a plain number (read_vector
+    reads it). The columns are made by loops in C."""
+    decoded = _vector_of(_NUMBER_ANSWER, body)
+    if decoded is None:
+        return None
+    result, warnings = decoded
+    return list(map(bytes, map(_LABELS_TEXT, result))), list(map(_SECOND, map(_VALUE, result))), warnings
+
+
 def read_vector(body: bytes) -> tuple[list[tuple[bytes, str]], tuple[str, ...]] | None:
     """A successful instant vector's series as (labels' JSON text, value's text), and its warnings; None
     for any other answer (an error, another result type, a damaged series), which parse_vector reads."""
+    decoded = _vector_of(_ANSWER, body)
+    if decoded is None:
+        return None
+    result, warnings = decoded
+    return [(bytes(series.metric), series.value[1]) for series in result], warnings
+
+
+def _vector_of(
+    decoder: msgspec.json.Decoder[_Answer] | msgspec.json.Decoder[_NumberAnswer], body: bytes
+) -> tuple[list[Any], tuple[str, ...]] | None:
+    """An answer's series (the decoder's _Series or _NumberSeries) and warnings, where it decodes as a
+    successful instant vector."""
     try:
-        answer = _ANSWER.decode(body)
+        answer = decoder.decode(body)
     except (msgspec.DecodeError, msgspec.ValidationError):
         return None
     if answer.status != "success" or answer.data.resultType != "vector":
         return None
-    return [(bytes(series.metric), series.value[1]) for series in answer.data.result], answer.warnings
+    return answer.data.result, answer.warnings
 
 
 def _partial(metric: str, warnings: object) -> str | None:
@@ -176,12 +225,19 @@ class Digest:
         other answers still read)."""
         try:
             body = inflate(body, encoding, metric)
-            as_text = None if metric in IB_METRICS else read_vector(body)
-            if as_text is None:
-                found, note = parse_vector(body, metric)
-            else:
+            columns = as_text = None
+            if metric not in IB_METRICS:
+                columns = read_columns(body)
+                if columns is None:
+                    as_text = read_vector(body)
+            if columns is not None:
+                raws, values, warnings = columns
+                note = _partial(metric, warnings)
+            elif as_text is not None:
                 series, warnings = as_text
                 note = _partial(metric, warnings)
+            else:
+                found, note = parse_vector(body, metric)
         except StoreError as err:
             self._notes.append(str(err))
             return
@@ -189,7 +245,9 @@ class Digest:
         self._answered += 1
         if note:
             self._notes.append(note)
-        if as_text is not None:
+        if columns is not None:
+            self.joiner.add_columns(metric, raws, values)
+        elif as_text is not None:
             self.joiner.add_raw(metric, series)
         elif metric in IB_METRICS:
             self._ib_answers[metric] = found
