@@ -130,3 +130,56 @@ def test_a_node_listing_a_gpu_twice_or_garbage_values_does_not_break_it() -> Non
     assert np.isnan(store.series("y", 0, "power_w", 60, T0 + 2).values).all()
     store.append(T0 + 1, [odd], {}, 1.0)  # a tick from the past (a clock stepped back): ignored
     assert len(store.series("y", 0, "util_pct", 60, T0 + 2)) == 3
+
+
+def test_a_fleet_too_large_for_the_windows_keeps_fewer_rows_within_the_memory_bound() -> None:
+    """The rings stay within `budget_mb` as the fleet grows (80,000 GPUs would take 0.7 GB for the ticks
+    and 1.4 GB for a day of minutes): fewer rows, the newest kept in order and in their columns, and the
+    windows say what is kept."""
+    store = HistoryStore(interval_s=1.0, budget_mb=32)
+    small = [node(f"a{n:03}", float(n % 50), gpus=8) for n in range(100)]
+    feed(store, T0, 1200, small)  # round the ring of 1,125 ticks
+    assert (store.fine_window_s, store.coarse_window_s) == (900.0, 86400.0)  # 100 nodes: all fits
+    assert store.kept_bytes() <= 32 * 1024 * 1024
+    large = small + [node(f"b{n:03}", 7.0, gpus=8) for n in range(300)]
+    now_s = T0 + 1200
+    feed(store, now_s, 1, large)
+    assert store.kept_bytes() <= 32 * 1024 * 1024
+    assert 300.0 < store.fine_window_s < 900.0 and 3600.0 < store.coarse_window_s < 86400.0
+    util = store.series("a007", 1, "util_pct", store.fine_window_s, now_s)
+    kept_rows = store.fine.rows
+    # the newest ticks, in order
+    assert util.times_s.tolist() == [now_s - i for i in reversed(range(len(util)))]
+    assert kept_rows * 0.75 < len(util) <= kept_rows and util.values.tolist() == [8.0] * len(util)
+    new = store.series("b299", 0, "util_pct", 300, now_s).values  # gaps before it came
+    assert np.isnan(new[:-1]).all() and new[-1:].tolist() == [7.0]
+    feed(store, now_s + 1, kept_rows + 20, large)  # round the smaller ring
+    now_s += kept_rows + 20
+    util = store.series("a007", 1, "util_pct", store.fine_window_s, now_s)
+    assert util.times_s.tolist() == [now_s - i for i in reversed(range(len(util)))]
+    assert 0 < len(util) <= kept_rows and util.values.tolist() == [8.0] * len(util)
+    assert store.series("a007", 1, "util_pct", 3600, now_s).values.tolist()[:2] == [8.0, 8.0]
+
+
+def test_a_stores_samples_held_between_its_refreshes_are_one_row_that_spans_them() -> None:
+    """Between a store's refreshes the view stage gets the very same samples every tick: one row per
+    refresh (80,000 GPUs would fill the ticks' memory with copies), each standing for the time since the
+    last, so the chart draws no gap; a new minute still gets its row, and its mean."""
+    stage = ViewStage(Thresholds(), interval_s=1.0, history=HistoryConfig())
+    first = (node("a", 10.0), node("b", 20.0))
+    second = (node("a", 30.0), node("b", 20.0))
+    for second_s in range(70):
+        nodes = first if second_s < 15 else second
+        stage.derive(ClusterSnapshot.build("c", T0 + second_s, nodes))
+    store = stage.history_store
+    assert store is not None
+    util = store.series("a", 0, "util_pct", 300, T0 + 69)
+    assert util.times_s.tolist() == [T0, T0 + 15, T0 + 60]  # the refreshes, and the new minute
+    assert util.values.tolist() == [10.0, 30.0, 30.0]
+    assert util.spans_s is not None and util.spans_s.tolist() == [1.0, 15.0, 45.0]
+    assert not util.gap_after().any()
+    assert store.series("a", 0, "util_pct", 3600, T0 + 69).values.tolist() == [20.0]  # the minute's mean
+    assert store.fine.written == 3
+    # a tick with the same readings after a pause of its own (gputop suspended) is still a gap
+    stage.derive(ClusterSnapshot.build("c", T0 + 600, (node("a", 30.0), node("b", 20.0))))
+    assert store.series("a", 0, "util_pct", 900, T0 + 600).gap_after().tolist() == [False, False, True]

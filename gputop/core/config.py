@@ -303,10 +303,12 @@ class MigConfig:
 @dataclass(frozen=True, slots=True)
 class HistoryConfig:
     """What the dashboard remembers of every GPU (gputop.core.history_store): every tick for the last
-    fine_minutes, then per-minute mean and max for the last coarse_hours."""
+    fine_minutes, then per-minute mean and max for the last coarse_hours, within memory_mb (a fleet too
+    large for both windows in it keeps shorter ones, and the charts say so)."""
 
     fine_minutes: float = _opt(15.0, lo=1, hi=240, unit="minutes")
     coarse_hours: float = _opt(24.0, lo=1, hi=24 * 14, unit="hours")
+    memory_mb: float = _opt(256.0, lo=16, hi=65536, unit="MB")
 
 
 ActionClass = Literal["reset", "reboot", "support", "inspect", "job", "update"]

@@ -73,6 +73,11 @@ _GAPS_WIDE: Final = np.array([np.iinfo(m.dtype).max for m in METRICS], dtype=np.
 
 MINUTE_S: Final = 60.0
 FIRST_COLUMNS: Final = 256  # grown by doubling
+# the rings' memory at most (HistoryStore): a thousand 8-GPU nodes keep 15 minutes of ticks and a day of
+# minutes within it; 80,000 GPUs some minutes of ticks and two hours of minutes
+DEFAULT_BUDGET_MB: Final = 256.0
+FINE_SHARE: Final = 0.4
+MIN_ROWS: Final = 8
 
 
 def gap_value(dtype: type[np.unsignedinteger]) -> int:
@@ -141,16 +146,29 @@ class _Ring:
         self.data = [np.empty((rows, columns), dtype=s.dtype) for s in specs]
         self.written = 0
 
-    def grow(self, columns: int) -> None:
-        # Only the rows written so far are copied and given gaps in their new columns: a row not yet
-        # written is written whole when its turn comes, so its memory is not taken before then (a day of
-        # minutes is most of the store, and would otherwise be taken at the first tick).
-        written = min(self.written, self.rows)
+    def grow(self, columns: int, rows: int | None = None) -> None:
+        """More columns, and as many rows as given (fewer: the oldest rows go). Only the rows written so
+        far are copied, oldest first, and given gaps in their new columns: a row not yet written is
+        written whole when its turn comes, so its memory is not taken before then (a day of minutes is
+        most of the store, and would otherwise be taken at the first tick)."""
+        rows = self.rows if rows is None else rows
+        order = self.order()[-rows:]
+        # each kept row where `order` looks for it with the new count: the count of rows written goes
+        # on (a reader that notes it sees a change)
+        at = np.arange(self.written - len(order), self.written) % rows
         for k, old in enumerate(self.data):
-            new = np.empty((self.rows, columns), dtype=old.dtype)
-            new[:written, : old.shape[1]] = old[:written]
-            new[:written, old.shape[1] :] = gap_value(self.specs[k].dtype)
+            new = np.empty((rows, columns), dtype=old.dtype)
+            new[at, : old.shape[1]] = old[order]
+            new[at, old.shape[1] :] = gap_value(self.specs[k].dtype)
             self.data[k] = new
+        for name in ("times_s", "spans_s"):
+            times = np.full(rows, np.nan)
+            times[at] = getattr(self, name)[order]
+            setattr(self, name, times)
+        self.rows = rows
+
+    def row_bytes(self, columns: int) -> int:
+        return columns * sum(np.dtype(spec.dtype).itemsize for spec in self.specs)
 
     def next_row(self, time_s: float, span_s: float) -> int:
         row = self.written % self.rows
@@ -195,11 +213,28 @@ def quantize(values: FloatArray, spec: MetricSpec) -> npt.NDArray[np.unsignedint
 
 
 class HistoryStore:
-    def __init__(self, *, interval_s: float, fine_minutes: float = 15.0, coarse_hours: float = 24.0) -> None:
-        self.fine_window_s = fine_minutes * 60.0
-        self.coarse_window_s = coarse_hours * 3600.0
+    """The rings of every GPU's and node's readings. Their memory is bounded by ``budget_mb``: a
+    thousand nodes keep the whole windows asked for in some 210 MB, but 80,000 GPUs would take 0.7 GB
+    for fifteen minutes of ticks and 1.4 GB for a day of minutes. Where the windows do not fit, each ring
+    keeps fewer rows (the ticks at most FINE_SHARE of the budget, the minutes the rest) and
+    ``fine_window_s`` and ``coarse_window_s`` say what is kept."""
+
+    def __init__(
+        self,
+        *,
+        interval_s: float,
+        fine_minutes: float = 15.0,
+        coarse_hours: float = 24.0,
+        budget_mb: float = DEFAULT_BUDGET_MB,
+    ) -> None:
+        self.interval_s = max(interval_s, 0.05)
+        self.asked_fine_s = fine_minutes * 60.0
+        self.asked_coarse_s = coarse_hours * 3600.0
+        self.budget_bytes = int(budget_mb * 1024 * 1024)
+        self.fine_window_s = self.asked_fine_s
+        self.coarse_window_s = self.asked_coarse_s
         # room for a quarter more ticks than the interval gives (a refresh asked for, a late tick)
-        fine_rows = max(2, math.ceil(self.fine_window_s / max(interval_s, 0.05) * 1.25))
+        fine_rows = max(2, math.ceil(self.fine_window_s / self.interval_s * 1.25))
         coarse_rows = max(2, math.ceil(self.coarse_window_s / MINUTE_S))
         self.columns: dict[tuple[str, int], int] = {}
         self.node_columns: dict[str, int] = {}
@@ -230,6 +265,7 @@ class HistoryStore:
         self.cluster_spans_s = np.full(cluster_rows, np.nan)
         self.cluster_values = np.full((len(CLUSTER_SERIES), cluster_rows), np.nan, dtype=np.float32)
         self.cluster_written = 0
+        self._fit()
 
     # -- feeding ----------------------------------------------------------------------------------------
     def append(
@@ -316,13 +352,14 @@ class HistoryStore:
         self, time_s: float, rows: Mapping[str, NodeRow], span_s: float
     ) -> tuple[int, int] | None:
         """Each node's CRIT and WARN problem counts; the cluster's totals (None: no rows this tick)."""
-        node_row = self.node_fine.next_row(time_s, span_s)
-        if not rows:
-            return None
-        # every node listed has a count; most have none, and pay one test
+        # every node listed has a count; most have none, and pay one test (first: a new column may
+        # change the rings' rows)
         for name in rows:
             if name not in self.node_columns:
                 self._node_column(name)
+        node_row = self.node_fine.next_row(time_s, span_s)
+        if not rows:
+            return None
         listed = np.fromiter((self.node_columns[name] for name in rows), dtype=np.int64, count=len(rows))
         for k in range(len(COUNTS)):
             self.node_fine.data[k][node_row, listed] = 0
@@ -398,6 +435,60 @@ class HistoryStore:
                 self._grow(self._capacity * 2)
         return found
 
+    def _fit(self) -> None:
+        """The rings' rows for the present columns, within the budget: each ring what its window asks
+        for where all fit, else the ticks at most FINE_SHARE of the budget (more where the minutes need
+        less than the rest) and the minutes what is left; at least MIN_ROWS each."""
+        fine_need = max(2, math.ceil(self.asked_fine_s / self.interval_s * 1.25))
+        coarse_need = max(2, math.ceil(self.asked_coarse_s / MINUTE_S))
+        fine_row = self.fine.row_bytes(self._capacity) + self.node_fine.row_bytes(self._node_capacity)
+        coarse_row = (
+            self.coarse_mean.row_bytes(self._capacity)
+            + self.coarse_max.row_bytes(self._capacity)
+            + self.node_coarse.row_bytes(self._node_capacity)
+        )
+        budget = self.budget_bytes
+        fine_rows, coarse_rows = fine_need, coarse_need
+        if fine_need * fine_row + coarse_need * coarse_row > budget:
+            fine_rows = min(fine_need, int(budget * FINE_SHARE) // fine_row)
+            coarse_rows = min(coarse_need, (budget - fine_rows * fine_row) // coarse_row)
+            fine_rows = min(fine_need, (budget - coarse_rows * coarse_row) // fine_row)
+        fine_rows, coarse_rows = max(MIN_ROWS, fine_rows), max(MIN_ROWS, coarse_rows)
+        for ring, rows, columns in (
+            (self.fine, fine_rows, self._capacity),
+            (self.node_fine, fine_rows, self._node_capacity),
+            (self.coarse_mean, coarse_rows, self._capacity),
+            (self.coarse_max, coarse_rows, self._capacity),
+            (self.node_coarse, coarse_rows, self._node_capacity),
+        ):
+            if ring.rows != rows:
+                ring.grow(columns, rows)
+        # what is kept: the ticks' rows at the interval (without the quarter's room), the minutes'
+        self.fine_window_s = min(self.asked_fine_s, fine_rows / 1.25 * self.interval_s)
+        self.coarse_window_s = min(self.asked_coarse_s, coarse_rows * MINUTE_S)
+
+    @property
+    def last_time_s(self) -> float | None:
+        """The last row's time."""
+        return self._last_time_s
+
+    def in_minute(self, time_s: float) -> bool:
+        """Whether ``time_s`` is in the minute being summed (a row at another closes it)."""
+        return self._minute is not None and math.floor(time_s / MINUTE_S) * MINUTE_S == self._minute
+
+    def kept_bytes(self) -> int:
+        """The rings' memory once every row is written (what the budget bounds)."""
+        return sum(
+            ring.rows * ring.row_bytes(columns)
+            for ring, columns in (
+                (self.fine, self._capacity),
+                (self.coarse_mean, self._capacity),
+                (self.coarse_max, self._capacity),
+                (self.node_fine, self._node_capacity),
+                (self.node_coarse, self._node_capacity),
+            )
+        )
+
     def _grow(self, capacity: int) -> None:
         for ring in (self.fine, self.coarse_mean, self.coarse_max):
             ring.grow(capacity)
@@ -409,6 +500,7 @@ class HistoryStore:
         grown_max[:, : self._capacity] = self._max
         self._sum, self._count, self._max = grown_sum, grown_count, grown_max
         self._capacity = capacity
+        self._fit()
 
     def _node_column(self, name: str) -> int:
         found = self.node_columns.get(name)
@@ -424,6 +516,7 @@ class HistoryStore:
                 seen[: self._node_capacity] = self._node_seen
                 self._node_max, self._node_seen = node_max, seen
                 self._node_capacity = capacity
+                self._fit()
         return found
 
     # -- reading ----------------------------------------------------------------------------------------

@@ -92,6 +92,11 @@ class ViewStage:
         # the last readings gathered for the history store, and of which node samples: a store's source
         # hands on the same samples for the ticks between its refreshes, whose readings are then known
         self._gathered: tuple[Sequence[NodeSample], Gathered] | None = None
+        # what the history's last row was written from (readings, rows), and the last tick since that
+        # was held back as the same (None: none): a next row right after it stands for the time since
+        # the last row
+        self._written: tuple[Gathered, Mapping[str, NodeRow]] | None = None
+        self._held_until_s: float | None = None
 
     def store(self) -> HistoryStore | None:
         """The history store, made at the first call (None: this stage keeps no history)."""
@@ -100,7 +105,10 @@ class ViewStage:
 
             config = self._history_config
             self.history_store = HistoryStore(
-                interval_s=self.interval_s, fine_minutes=config.fine_minutes, coarse_hours=config.coarse_hours
+                interval_s=self.interval_s,
+                fine_minutes=config.fine_minutes,
+                coarse_hours=config.coarse_hours,
+                budget_mb=config.memory_mb,
             )
         return self.history_store
 
@@ -263,13 +271,26 @@ class ViewStage:
         store = self.store()
         if store is not None:
             gathered = yield from self._gather_steps(snapshot.nodes)
-            yield from store.append_steps(
-                snapshot.taken_at_s,
-                snapshot.nodes,
-                rows,
-                self.interval_s if span_s is None else span_s,
-                gathered=gathered,
-            )
+            written = self._written
+            taken_s = snapshot.taken_at_s
+            if (
+                written is not None
+                and written[0] is gathered
+                and written[1] is rows
+                and store.in_minute(taken_s)
+            ):
+                # A store's samples between its refreshes: the very readings and rows as the last row.
+                # No row for them (80,000 GPUs would fill the ticks' memory with copies, 15 a refresh);
+                # the next row stands for the time since the last.
+                self._held_until_s = taken_s
+            else:
+                span = self.interval_s if span_s is None else span_s
+                held_until_s, last_s = self._held_until_s, store.last_time_s
+                if held_until_s is not None and last_s is not None and taken_s - held_until_s <= 2 * span:
+                    span = max(span, taken_s - last_s)  # (after a pause of gputop's own: a gap)
+                self._held_until_s = None
+                self._written = (gathered, rows)
+                yield from store.append_steps(taken_s, snapshot.nodes, rows, span, gathered=gathered)
             yield
         now_s = snapshot.taken_at_s
         yield from self.timeline.update_steps(now_s, rows)

@@ -123,6 +123,9 @@ class HistoryChart(PlotextPlot):
         plt.title(f"{label} over the last {window_label}  (c: metric, w: window)")
         plt.xlabel("minutes before now")
         plt.xlim(-window_s / 60.0, 0.0)
+        if store is not None and store.coarse_window_s < window_s:
+            kept = _duration(store.coarse_window_s)
+            plt.title(f"{label}, last {window_label}: {kept} kept for this fleet (history.memory_mb; w)")
         if store is None:
             plt.title("no history kept here")
             self.refresh()
@@ -163,3 +166,7 @@ class HistoryChart(PlotextPlot):
             limits = [g.power_limit_w for g in node.gpus if g.power_limit_w]
             return max(limits) * thresholds.power_warn_pct / 100.0 if limits else None
         return None
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds / 3600.0:.1f} h" if seconds >= 5400.0 else f"{seconds / 60.0:.0f} min"
