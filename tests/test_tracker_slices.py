@@ -160,15 +160,18 @@ def test_the_stage_gathers_the_same_samples_readings_once(monkeypatch: pytest.Mo
     stage = ViewStage(Thresholds(), interval_s=1.0, history=HistoryConfig())
     first, later = snapshots(2, 15.0)
     stage.derive(first)
-    for tick in range(1, 4):  # the ticks between a store's refreshes hand on the same samples
+    refresh_s = later.taken_at_s - first.taken_at_s
+    for tick in range(1, int(refresh_s)):  # the ticks between a store's refreshes hand on the same samples
         stage.derive(replace(first, taken_at_s=first.taken_at_s + tick))
     stage.derive(later)
     assert gathered == [len(first.nodes), len(later.nodes)]
     store = stage.history_store
     assert store is not None
     gpu = (first.nodes[0].name, first.nodes[0].gpus[0].index)
-    series = store.series(*gpu, "util_pct", 600.0, later.taken_at_s)  # a reading a tick, all of them kept
-    assert len(series.times_s) == 5
+    series = store.series(*gpu, "util_pct", 600.0, later.taken_at_s)
+    # one row a refresh, not one a tick: the held ticks wrote nothing, and the next row spans them
+    assert series.times_s.tolist() == [first.taken_at_s, later.taken_at_s]
+    assert series.spans_s is not None and series.spans_s.tolist() == [1.0, refresh_s]
 
 
 def test_the_counter_rates_in_slices() -> None:
