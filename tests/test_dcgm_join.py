@@ -179,7 +179,8 @@ def test_answers_added_one_at_a_time_in_any_order_join_as_all_at_once() -> None:
     # the source joins each answer as it is decoded, so that all of them are never held at once
     import itertools
 
-    from gputop.core.dcgm_join import MIG_PROFILE_LABEL, SAMPLE_TIME, XID, DcgmJoiner
+    from gputop.core.dcgm_fields import MIG_PROFILE_LABEL, XID
+    from gputop.core.dcgm_join import SAMPLE_TIME, DcgmJoiner
 
     a0, a1 = {"Hostname": "a", "gpu": "0"}, {"Hostname": "a", "gpu": "1"}
     mig = {**a1, MIG_PROFILE_LABEL: "1g.10gb", "GPU_I_ID": "7"}
@@ -213,7 +214,8 @@ def test_answers_added_one_at_a_time_in_any_order_join_as_all_at_once() -> None:
 def test_a_gpu_is_under_mig_while_any_answer_says_so_whichever_comes_first() -> None:
     import itertools
 
-    from gputop.core.dcgm_join import MIG_PROFILE_LABEL, SAMPLE_TIME, DcgmJoiner
+    from gputop.core.dcgm_fields import MIG_PROFILE_LABEL
+    from gputop.core.dcgm_join import SAMPLE_TIME, DcgmJoiner
 
     a1 = {"Hostname": "a", "gpu": "1"}
     mig = {**a1, MIG_PROFILE_LABEL: "1g.10gb", "GPU_I_ID": "7"}
@@ -229,7 +231,8 @@ def test_a_gpu_is_under_mig_while_any_answer_says_so_whichever_comes_first() -> 
 
 def test_the_sample_builder_reads_every_gauge_into_its_field_at_its_scale() -> None:
     """_sample reads the gauges written out by name, for speed: each of GAUGES lands in its field."""
-    from gputop.core.dcgm_join import GAUGES, _Gpu, _sample
+    from gputop.core.dcgm_fields import GAUGES
+    from gputop.core.dcgm_join import _Gpu, _sample
 
     gpu = _Gpu(0, "gpu001")
     for at, metric in enumerate(GAUGES):
@@ -242,7 +245,8 @@ def test_the_sample_builder_reads_every_gauge_into_its_field_at_its_scale() -> N
 def test_the_memory_total_is_worked_out_when_free_memory_is_read_and_kept_between() -> None:
     """Free memory is a slow metric: the total comes from used and free read together, and an update
     that reads only the used memory keeps that total (not used + an older free)."""
-    from gputop.core.dcgm_join import FB_FREE, SAMPLE_TIME, SLOW_METRICS, DcgmJoiner
+    from gputop.core.dcgm_fields import FB_FREE, SLOW_METRICS
+    from gputop.core.dcgm_join import SAMPLE_TIME, DcgmJoiner
 
     assert FB_FREE in SLOW_METRICS
     place = {"Hostname": "gpu001", "gpu": "0"}

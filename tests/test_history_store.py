@@ -10,7 +10,8 @@ import math
 import numpy as np
 
 from gputop.core.config import HistoryConfig, Thresholds
-from gputop.core.history_store import HistoryStore, Trends, sparkline
+from gputop.core.history_store import HistoryStore
+from gputop.core.history_trends import Trends, sparkline
 from gputop.core.models import ClusterSnapshot, NodeSample, Reachability
 from gputop.core.view import ViewStage
 from tests.factories import gpu_sample, node_sample

@@ -15,7 +15,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Final
 
-from gputop.core.dcgm_join import HOST_LABELS, host_of
+from gputop.core.dcgm_fields import HOST_LABELS
+from gputop.core.dcgm_join import host_of
 from gputop.core.models import IbPort
 from gputop.core.parsers.ib import PHYSICAL_STATES, PORT_STATES
 

@@ -35,17 +35,16 @@ from urllib.parse import urlsplit
 import aiohttp
 
 from gputop.core.config import ClusterConfig, PollConfig, PrometheusConfig
-from gputop.core.dcgm_join import (
+from gputop.core.dcgm_fields import (
     FB_USED,
     GPU_UTIL,
     JOIN_LABELS,
-    MAX_GPUS_PER_NODE,
     METRICS,
     PLACE_LABELS,
     PROFILE_UTIL,
-    SAMPLE_TIME,
     SLOW_METRICS,
 )
+from gputop.core.dcgm_join import MAX_GPUS_PER_NODE, SAMPLE_TIME
 from gputop.core.facts import NO_FACTS, NodeFacts
 from gputop.core.models import IbPort, NodeSample, Reachability, SourceResult, XidEvent
 from gputop.core.node_exporter_ib import IB_METRICS, PHYSICAL_STATE, PORT_LABELS, STATE

@@ -15,7 +15,8 @@ from typing import Final
 import msgspec
 import orjson
 
-from gputop.core.dcgm_join import MAX_LABELS, PLACE_LABELS, SAMPLE_TIME, DcgmJoiner, Joined
+from gputop.core.dcgm_fields import PLACE_LABELS
+from gputop.core.dcgm_join import MAX_LABELS, SAMPLE_TIME, DcgmJoiner, Joined
 
 HISTORY_S: Final = 3600.0
 MIN_STEP_S: Final = 60.0

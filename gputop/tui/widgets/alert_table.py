@@ -75,7 +75,7 @@ def _trend_cell(alert: Alert, ctx: AlertContext) -> Cell:
         return "", None
     import numpy as np
 
-    from gputop.core.history_store import binned_means, sparkline
+    from gputop.core.history_trends import binned_means, sparkline
 
     key = alert.key
     if key.gpu_index is not None:

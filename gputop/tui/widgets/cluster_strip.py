@@ -49,7 +49,8 @@ class ClusterStrip(Static):
     def _lines(self, store: Any, now_s: float) -> Text:
         import numpy as np  # loaded with the first data, not before the first frame
 
-        from gputop.core.history_store import CLUSTER_WINDOW_S, Series, binned_means, sparkline
+        from gputop.core.history_store import CLUSTER_WINDOW_S, Series
+        from gputop.core.history_trends import binned_means, sparkline
 
         palette = self._palettes.get(self.app)
         bins = max(10, self.size.width - LABEL_WIDTH - VALUE_WIDTH - 4)

@@ -77,7 +77,7 @@ class JobLives:
             if job.state == "RUNNING" and job.gpus_by_node and len(times):
                 now_s = float(times[-1])
                 since_s = max(job.start_time_s or now_s - LIFE_MAX_S, now_s - LIFE_MAX_S)
-                from gputop.core.history_store import mean_over, sparkline
+                from gputop.core.history_trends import mean_over, sparkline
 
                 cells = [(node, gpu) for node, gpus in job.gpus_by_node.items() for gpu in gpus]
                 values = mean_over(store, cells, "util_pct", since_s, now_s, LIFE_BINS)

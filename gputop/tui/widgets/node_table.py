@@ -147,7 +147,7 @@ class NodeTable(VirtualTable):
         self._view = view
         store = view.history
         if store is not None and getattr(self.cell_context, "store", None) is not store:
-            from gputop.core.history_store import Trends  # numpy: loaded with the first data, not before
+            from gputop.core.history_trends import Trends  # numpy: loaded with the first data, not before
 
             self.cell_context = Trends(store, "util_pct", TREND_WINDOW_S, TREND_BINS)
         self.set_rows(view.rows)
