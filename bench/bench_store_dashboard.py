@@ -281,8 +281,25 @@ async def run(args: argparse.Namespace, url: str) -> dict[str, Any]:
         )
         found["rss_mb"], found["hwm_mb"] = rss_mb()
         found["worker_hwm_mb"] = getattr(source, "worker_peak_rss_mb", 0.0)
+        found["history_full"] = await fill_history(app, pilot)
         app.exit()
     return found
+
+
+async def fill_history(app: Any, pilot: Any) -> tuple[float, int, int, float] | None:
+    """The RSS once the history holds every row its memory bound allows: a run of a minute or two has
+    written a few of them, and a row's memory is taken when it is first written. Rows of the last view's
+    readings, a minute apart, so every ring is written through. (RSS MB, tick rows, minute rows, the
+    history's MB.)"""
+    store = app.poller.stage.store()
+    if store is None:
+        return None
+    view = app.view
+    at_s = view.snapshot.taken_at_s
+    for minute in range(1, max(store.fine.rows, store.coarse_mean.rows) + 2):
+        store.append(at_s + minute * 60.0, view.snapshot.nodes, view.rows, 60.0)
+    await pilot.pause(1.0)
+    return rss_mb()[0], store.fine.rows, store.coarse_mean.rows, store.kept_bytes() / 2**20
 
 
 async def _until_refresh_ends(source: PrometheusSource) -> None:
@@ -344,6 +361,16 @@ def rss_mb() -> tuple[float, float]:
             if key in ("VmRSS", "VmHWM"):
                 values[key] = int(value.split()[0]) / 1024
     return values["VmRSS"], values["VmHWM"]
+
+
+def history_rows(full: tuple[float, int, int, float] | None) -> list[Row]:
+    if full is None:
+        return []
+    rss, tick_rows, minute_rows, history_mb = full
+    return [
+        Row("RSS with the history full", rss, "MB", TARGET_RSS_MB),
+        Row(f"   the history's bound ({tick_rows} tick rows, {minute_rows} minute rows)", history_mb, "MB"),
+    ]
 
 
 def ms(values: list[float], p: float | None = None) -> float:
@@ -465,6 +492,7 @@ def main() -> int:
         *quiet_rows(found.get("quiet")),
         Row("RSS at the end", found["rss_mb"], "MB", TARGET_RSS_MB),
         Row("   peak RSS (VmHWM)", found["hwm_mb"], "MB"),
+        *history_rows(found["history_full"]),
         Row("peak RSS of the process decoding the answers", found["worker_hwm_mb"], "MB"),
     ]
     print_table(rows, {"ms": "{:.2f} ms", "MB": "{:.1f} MB", "%": "{:.1f} %"})
