@@ -37,7 +37,6 @@ from typing import IO, Final
 
 from gputop.core.facts import NO_FACTS, NodeFacts
 from gputop.core.models import IbPort, NodeSample
-from gputop.malloc_tuning import keep_large_blocks_mapped
 from gputop.sources.store_answers import Bare, Digest, StoreError
 
 FRAME: Final = struct.Struct(">cI")  # kind, payload length
@@ -169,7 +168,6 @@ def main() -> None:
     os.dup2(2, 1)
     inp = os.fdopen(0, "rb", buffering=1 << 20)
     gc.freeze()  # what the imports made is never garbage
-    keep_large_blocks_mapped()  # each refresh's answers are large blocks, freed at its end
     # The decoding is background work: where the CPUs are busy (a small VM, a store on the same machine),
     # the dashboard's event loop goes first and a refresh takes a little longer.
     with contextlib.suppress(OSError):

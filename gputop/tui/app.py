@@ -24,7 +24,6 @@ from gputop.core.safe_text import safe_block, safe_line
 from gputop.core.source_problems import problems_of
 from gputop.core.summary import ClusterView
 from gputop.gc_tuning import freeze_after_start
-from gputop.malloc_tuning import keep_large_blocks_mapped
 from gputop.poller import Poller
 from gputop.sources.base import Source
 from gputop.tui import terminal_guard, themes
@@ -107,7 +106,6 @@ class GputopApp(App[None]):
         patch_strip_divide()
         patch_strip_render()
         terminal_guard.install()
-        keep_large_blocks_mapped()
         self.settings = settings
         self.clock = settings.clock
         self.read_only = settings.read_only or settings.config.read_only
