@@ -160,6 +160,9 @@ async def run(args: argparse.Namespace, url: str) -> dict[str, Any]:
     prometheus = PrometheusConfig(url=url, flavor="victoriametrics", interval_s=CADENCE_S)
     cluster = ClusterConfig(name="bench", prometheus=prometheus)
     config = dataclasses.replace(Config.default(), clusters=(cluster,))
+    if args.history_mb is not None:
+        history = dataclasses.replace(config.history, memory_mb=args.history_mb)
+        config = dataclasses.replace(config, history=history)
     app = build_cluster_app(config, cluster)
     views = Views()
     found: dict[str, Any] = {"views": views}
@@ -422,6 +425,9 @@ def main() -> int:
         type=float,
         default=30.0,
         help="then this long or more with no keys, refresh end to refresh end: gputop's share of a core",
+    )
+    parser.add_argument(
+        "--history-mb", type=float, default=None, help="history.memory_mb (default: the config's default)"
     )
     args = parser.parse_args()
     print(
