@@ -62,6 +62,10 @@ class Poller:
         self.thresholds = thresholds
         self.on_view = on_view
         self.is_demo = is_demo
+        if history is not None and history.memory_mb is None:
+            # a cluster's GPUs come from a store or from gputop's own reading, never both
+            from_store = any(getattr(source, "name", "") == "prometheus" for source in self.sources)
+            history = dataclasses.replace(history, memory_mb=history.budget_mb(from_store))
         self.stage = ViewStage(
             thresholds, interval_s=poll.interval_s, judge_at_once=judge_at_once, history=history
         )

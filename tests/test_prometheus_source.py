@@ -176,6 +176,15 @@ async def test_prometheus_scraping_exporters_in_both_spellings(tmp_path: Path) -
                 if len(up) == 4 or time.monotonic() > deadline:
                     break
                 await asyncio.sleep(1.0)
+            # a node's past, asked of Prometheus by its host label's pattern (a PromQL string and an RE2
+            # regex that Prometheus reads as VictoriaMetrics does)
+            source = PrometheusSource(config, time.time)
+            await source.start()
+            try:
+                await source.collect(time.time())
+                pasts = [await source.node_past(node.name, 300.0) for node in (nodes[0], nodes[2])]
+            finally:
+                await source.close()
     finally:
         for runner in runners:
             await runner.cleanup()
@@ -184,6 +193,8 @@ async def test_prometheus_scraping_exporters_in_both_spellings(tmp_path: Path) -
     for node in nodes:
         assert [g.uuid for g in by_name[node.name].gpus] == [g.uuid for g in node.gpus]
         assert [g.power_w for g in by_name[node.name].gpus] == pytest.approx([g.power_w for g in node.gpus])
+    for node, past in zip((nodes[0], nodes[2]), pasts, strict=True):  # Hostname, hostname
+        assert past is not None and past.history.node_gpus(node.name) == [g.index for g in node.gpus]
 
 
 @needs_vm

@@ -308,7 +308,22 @@ class HistoryConfig:
 
     fine_minutes: float = _opt(15.0, lo=1, hi=240, unit="minutes")
     coarse_hours: float = _opt(24.0, lo=1, hi=24 * 14, unit="hours")
-    memory_mb: float = _opt(256.0, lo=16, hi=65536, unit="MB")
+    # None: OWN_HISTORY_MB, or STORE_HISTORY_MB where the GPUs come from a Prometheus-compatible store,
+    # which keeps their past itself: the node's chart reads it from there where gputop's rows end
+    memory_mb: float | None = _opt(None, lo=16, hi=65536, unit="MB")
+
+    def budget_mb(self, from_store: bool) -> float:
+        """The history's memory bound: memory_mb where set, else by where the GPUs come from."""
+        if self.memory_mb is not None:
+            return self.memory_mb
+        return STORE_HISTORY_MB if from_store else OWN_HISTORY_MB
+
+
+# a thousand 8-GPU nodes keep 15 minutes of ticks and a day of minutes in 208 MB
+OWN_HISTORY_MB: Final = 256.0
+# 80,000 GPUs from a store: about 9 minutes of refreshes and 36 minutes of minutes, and gputop's RSS near
+# 420 MB with them (256 would take it near 550 MB); a longer chart is read from the store
+STORE_HISTORY_MB: Final = 96.0
 
 
 ActionClass = Literal["reset", "reboot", "support", "inspect", "job", "update"]

@@ -138,11 +138,11 @@ def host_of(labels: Mapping[str, str], host_label: str | None = None) -> str | N
             if label == "instance":
                 value = value.rsplit(":", 1)[0] if value.count(":") == 1 else value
             host = value.split(".", 1)[0].strip().lower()
-            return host if _HOST_NAME.fullmatch(host) else None
+            return host if HOST_NAME.fullmatch(host) else None
     return None
 
 
-_HOST_NAME: Final = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
+HOST_NAME: Final = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
 # identity labels as drivers print them; anything else is left out rather than shown
 _IDENTITY: Final = {
     "UUID": re.compile(r"(GPU|MIG)-[0-9A-Za-z/-]{1,120}"),

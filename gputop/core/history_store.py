@@ -472,6 +472,14 @@ class HistoryStore:
         """The last row's time."""
         return self._last_time_s
 
+    def reach_s(self, window_s: float, now_s: float) -> float:
+        """How far back before ``now_s`` the rows a chart of ``window_s`` reads go (0: none yet)."""
+        ring = self.fine if window_s <= self.fine_window_s else self.coarse_mean
+        rows = ring.order()
+        if not len(rows):
+            ring, rows = self.fine, self.fine.order()  # the first minute, not yet closed
+        return max(0.0, now_s - float(ring.times_s[rows[0]])) if len(rows) else 0.0
+
     def in_minute(self, time_s: float) -> bool:
         """Whether ``time_s`` is in the minute being summed (a row at another closes it)."""
         return self._minute is not None and math.floor(time_s / MINUTE_S) * MINUTE_S == self._minute

@@ -108,7 +108,7 @@ class ViewStage:
                 interval_s=self.interval_s,
                 fine_minutes=config.fine_minutes,
                 coarse_hours=config.coarse_hours,
-                budget_mb=config.memory_mb,
+                budget_mb=config.budget_mb(from_store=False),
             )
         return self.history_store
 

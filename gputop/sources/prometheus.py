@@ -44,11 +44,15 @@ from gputop.core.dcgm_fields import (
     PROFILE_UTIL,
     SLOW_METRICS,
 )
-from gputop.core.dcgm_join import MAX_GPUS_PER_NODE, SAMPLE_TIME
+from gputop.core.dcgm_join import HOST_NAME, MAX_GPUS_PER_NODE, SAMPLE_TIME
 from gputop.core.facts import NO_FACTS, NodeFacts
 from gputop.core.models import IbPort, NodeSample, Reachability, SourceResult, XidEvent
 from gputop.core.node_exporter_ib import IB_METRICS, PHYSICAL_STATE, PORT_LABELS, STATE
+from gputop.core.node_past import NodePast
+from gputop.core.node_past import node_past as read_past
+from gputop.core.node_past import step_for as past_step_for
 from gputop.sources.digest_worker import DigestWorker, WorkerGone
+from gputop.sources.prometheus_history import node_past as node_steps
 from gputop.sources.prometheus_history import past_hour
 from gputop.sources.store_answers import MAX_RESPONSE_BYTES, Bare, Digest, StoreError, inflate, parse_vector
 
@@ -282,6 +286,29 @@ class PrometheusSource:
     def take_history(self) -> list[tuple[float, SourceResult]]:
         history, self._history = self._history, []
         return history
+
+    async def node_past(self, node: str, window_s: float) -> NodePast | None:
+        """``node``'s readings over the last ``window_s`` as the store keeps them, for its chart where
+        gputop's own history does not reach that far; None: not a node of this store's. StoreError
+        says why the store could not answer."""
+        session = self._session
+        host = node.lower()
+        if (
+            session is None
+            or not HOST_NAME.fullmatch(host)
+            or not any(n.name == node for n in self._last.nodes)
+        ):
+            return None
+        step_s = past_step_for(window_s, self.config.interval_s)
+        now_s = self.clock()
+        url = query_url(self.config) + "_range"
+
+        async def post(form: dict[str, str], what: str) -> bytes:
+            return await self.post(session, url, form, f"{what} of {node}")
+
+        steps = await node_steps(post, host, self.config.host_label, window_s, step_s, now_s)
+        named = [(at_s, dataclasses.replace(j.nodes[host].sample, name=node)) for at_s, j in steps]
+        return await asyncio.to_thread(read_past, node, window_s, step_s, now_s, named)
 
     def drill(self, node: str | None) -> None:
         """Reads ``node`` over SSH too while its screen is open (None: no node): what the store lacks,

@@ -9,14 +9,15 @@ GPUs, fewer beyond), and a fleet too large for even a few steps starts without a
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Final
 
 import msgspec
 import orjson
 
-from gputop.core.dcgm_fields import PLACE_LABELS
-from gputop.core.dcgm_join import MAX_LABELS, SAMPLE_TIME, DcgmJoiner, Joined
+from gputop.core.dcgm_fields import HOST_LABELS, PLACE_LABELS
+from gputop.core.dcgm_join import HOST_NAME, MAX_LABELS, SAMPLE_TIME, DcgmJoiner, Joined
 
 HISTORY_S: Final = 3600.0
 MIN_STEP_S: Final = 60.0
@@ -51,20 +52,82 @@ async def past_hour(
     step_s = step_for(gpus)
     if step_s is None:
         return [], f"no history from the store at start: {gpus} GPUs are more than a few steps of an hour"
-    # each step's answers, every series' labels as their JSON text: one bytes object a series, shared by
-    # its steps (a dict of labels a point was most of the memory the hour took at start)
-    by_step: dict[float, dict[str, list[tuple[bytes, str]]]] = {}
     form_base = {"start": f"{now_s - HISTORY_S + step_s:.3f}", "end": f"{now_s:.3f}", "step": f"{step_s:g}"}
-    for metric in READINGS:
-        query = f"max by ({','.join(PLACE_LABELS)}) ({metric})"
-        body = await post({**form_base, "query": query}, metric)
-        for labels, values in _matrix(body):
-            for at_s, text in values:
-                answers = by_step.setdefault(at_s, {})
-                answers.setdefault(metric, []).append((labels, text))
-                if metric == "DCGM_FI_DEV_FB_USED":
-                    answers.setdefault(SAMPLE_TIME, []).append((labels, repr(at_s)))
-        del body
+    queries = [(metric, f"max by ({','.join(PLACE_LABELS)}) ({metric})") for metric in READINGS]
+    past = await _stepped(post, form_base, queries, now_s, host_label)
+    return past, f"history from the store: {len(past)} steps of {step_s:g} s"
+
+
+async def node_past(
+    post: Post, host: str, host_label: str | None, window_s: float, step_s: float, now_s: float
+) -> list[tuple[float, Joined]]:
+    """One node's readings over the last ``window_s``, a step each ``step_s``, as `past_hour` gives the
+    fleet's: (time, joined) per step, oldest first. ``host``: the node's name as the join gives it (the
+    short name, lower-case); only its series are asked, and only they are kept. The steps are joined on
+    a thread: a day of a node's steps is some 700 joins, which would hold the event loop."""
+    if not HOST_NAME.fullmatch(host):
+        raise ValueError(f"not a host name: {host!r}")
+    form_base = {"start": f"{now_s - window_s + step_s:.3f}", "end": f"{now_s:.3f}", "step": f"{step_s:g}"}
+    queries = [
+        (metric, f"max by ({','.join(PLACE_LABELS)}) ({of_host(metric, host, host_label)})")
+        for metric in READINGS
+    ]
+    bodies = [(metric, await post({**form_base, "query": query}, metric)) for metric, query in queries]
+    # up to the range's end: the chart's newest step is now
+    past = await asyncio.to_thread(_join_steps, bodies, now_s + step_s, host_label)
+    return [(at_s, Joined({host: joined.nodes[host]})) for at_s, joined in past if host in joined.nodes]
+
+
+def of_host(metric: str, host: str, host_label: str | None) -> str:
+    """``metric``'s series whose host label names ``host`` as `host_of` reads it (any case, spaces before
+    it, a domain or a port after it): a selector per label it may be in, joined by `or`. Broad on
+    purpose: the join then keeps the series `host_of` gives to ``host`` alone (a series whose `Hostname`
+    names another host and whose `instance` names this one is the other host's). A host name (HOST_NAME)
+    holds no character that a regular expression or a PromQL string reads."""
+    pattern = r"(?i)\\s*" + host + r"([.:].*)?"
+    labels = (host_label,) if host_label else HOST_LABELS
+    return " or ".join(f'{metric}{{{label}=~"{pattern}"}}' for label in labels)
+
+
+async def _stepped(
+    post: Post,
+    form_base: dict[str, str],
+    queries: list[tuple[str, str]],
+    now_s: float,
+    host_label: str | None,
+) -> list[tuple[float, Joined]]:
+    """Each reading's range answer, its steps joined into snapshots as a refresh joins an instant answer:
+    (time, joined) per step before ``now_s``, oldest first. One answer is held at a time."""
+    by_step: dict[float, dict[str, list[tuple[bytes, str]]]] = {}
+    for metric, query in queries:
+        _by_step(by_step, metric, await post({**form_base, "query": query}, metric))
+    return _joined(by_step, now_s, host_label)
+
+
+def _join_steps(
+    bodies: list[tuple[str, bytes]], now_s: float, host_label: str | None
+) -> list[tuple[float, Joined]]:
+    by_step: dict[float, dict[str, list[tuple[bytes, str]]]] = {}
+    for metric, body in bodies:
+        _by_step(by_step, metric, body)
+    return _joined(by_step, now_s, host_label)
+
+
+def _by_step(by_step: dict[float, dict[str, list[tuple[bytes, str]]]], metric: str, body: bytes) -> None:
+    """One range answer's points, filed by step: each series' labels as their JSON text, one bytes object
+    a series shared by its steps (a dict of labels a point was most of the memory the hour took at
+    start)."""
+    for labels, values in _matrix(body):
+        for at_s, text in values:
+            answers = by_step.setdefault(at_s, {})
+            answers.setdefault(metric, []).append((labels, text))
+            if metric == "DCGM_FI_DEV_FB_USED":
+                answers.setdefault(SAMPLE_TIME, []).append((labels, repr(at_s)))
+
+
+def _joined(
+    by_step: dict[float, dict[str, list[tuple[bytes, str]]]], now_s: float, host_label: str | None
+) -> list[tuple[float, Joined]]:
     past = []
     for at_s in sorted(by_step):
         if at_s >= now_s:
@@ -75,7 +138,7 @@ async def past_hour(
         for metric, entries in answers.items():
             joiner.add_raw(metric, entries)
         past.append((at_s, joiner.finish()))
-    return past, f"history from the store: {len(past)} steps of {step_s:g} s"
+    return past
 
 
 class _RangeSeries(msgspec.Struct):

@@ -28,6 +28,7 @@ from gputop.tui.screens.base import GputopScreen
 from gputop.tui.screens.mig_action import MigActionScreen
 from gputop.tui.screens.mig_dialog import MigRepartitionScreen
 from gputop.tui.screens.mig_mode_dialog import MigModeScreen
+from gputop.tui.store_past import StorePast
 from gputop.tui.widgets.footer import GputopFooter
 from gputop.tui.widgets.history_chart import ChartEvent, HistoryChart
 from gputop.tui.widgets.mig_pane import MigPane
@@ -205,7 +206,9 @@ class NodeScreen(GputopScreen):
             node, row.problems if row is not None else (), self.gputop.policy.history, view.timeline
         )
         chart = self.query_one(HistoryChart)
-        chart.show(view.history, node, view.snapshot.taken_at_s, events)
+        now_s = view.snapshot.taken_at_s
+        history, source_note = self._store_past.for_chart(node.name, chart.window[0], view.history, now_s)
+        chart.show(history, node, now_s, events, source_note)
         legend = "; ".join(
             f"{time.strftime('%H:%M', time.localtime(e.time_s))} {e.label}"
             for e in events
@@ -298,6 +301,8 @@ class NodeScreen(GputopScreen):
         # the row, Slurm state and palette on screen: identity tells whether anything moved
         self._shown: tuple[NodeRow | None, SlurmState | None, Palette | None] = (None, None, None)
         self.marked_gpus: set[int] = set()
+        # the chart's past from a store where gputop's own does not reach over its window (on_mount)
+        self._store_past = StorePast((), self._draw_chart)
 
     def compose(self) -> ComposeResult:
         app = self.gputop
@@ -316,6 +321,7 @@ class NodeScreen(GputopScreen):
         yield GputopFooter()
 
     def on_mount(self) -> None:
+        self._store_past = StorePast(self.gputop.poller.sources, self._draw_chart)
         self.query_one("#gpus", DataTable).focus()
         self._drill(self.node_name)
         view = self.gputop.view
@@ -324,6 +330,7 @@ class NodeScreen(GputopScreen):
 
     def on_unmount(self) -> None:
         self._drill(None)
+        self._store_past.cancel()
 
     def _drill(self, node: str | None) -> None:
         """Tells the sources that read a node more deeply while its screen is open (the Prometheus

@@ -108,10 +108,22 @@ class HistoryChart(PlotextPlot):
         node: NodeSample,
         now_s: float,
         events: Sequence[ChartEvent] = (),
+        source_note: str = "",
     ) -> None:
-        """Draws the node's chart as of ``now_s``, once per tick (a redraw for the same tick is skipped)."""
+        """Draws the node's chart as of ``now_s``, once per tick (a redraw for the same tick is skipped).
+        ``source_note``: where the lines come from where not gputop's own history ("from the store"), or
+        why not ("reading the store's past", why it failed)."""
         written = store.fine.written if store is not None else -1
-        key = (node.name, written, self.metric_index, self.window_index, self.selected_gpu, len(events))
+        key = (
+            node.name,
+            id(store),
+            written,
+            self.metric_index,
+            self.window_index,
+            self.selected_gpu,
+            len(events),
+            source_note,
+        )
         if key == self._drawn:
             return
         self._drawn = key
@@ -123,7 +135,11 @@ class HistoryChart(PlotextPlot):
         plt.title(f"{label} over the last {window_label}  (c: metric, w: window)")
         plt.xlabel("minutes before now")
         plt.xlim(-window_s / 60.0, 0.0)
-        if store is not None and store.coarse_window_s < window_s:
+        if source_note == "from the store":
+            plt.title(f"{label} over the last {window_label}, from the store  (c: metric, w: window)")
+        elif source_note:
+            plt.title(f"{label}, last {window_label}: {source_note}  (w: window)")
+        elif store is not None and store.coarse_window_s < window_s:
             kept = _duration(store.coarse_window_s)
             plt.title(f"{label}, last {window_label}: {kept} kept for this fleet (history.memory_mb; w)")
         if store is None:
@@ -152,7 +168,8 @@ class HistoryChart(PlotextPlot):
             if since_s <= event.time_s <= now_s:
                 plt.vline((event.time_s - now_s) / 60.0, EVENT_COLOR)
         if not drawn_any:
-            plt.title(f"{label}: no readings in the last {window_label}")
+            said = f" ({source_note})" if source_note else ""
+            plt.title(f"{label}: no readings in the last {window_label}{said}")
         self.refresh()
 
     def _threshold(self, metric: str, node: NodeSample) -> float | None:
