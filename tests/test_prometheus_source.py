@@ -14,6 +14,7 @@ import time
 import zlib
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -545,3 +546,64 @@ async def test_the_profiling_utilization_is_asked_only_where_the_device_s_is_mis
     for node in answering:
         got = by_name[node.name].gpus
         assert [g.util_pct for g in got] == pytest.approx([g.util_pct for g in node.gpus], abs=0.01)
+
+
+@needs_vm
+async def test_the_profiling_utilization_is_asked_with_the_slow_metrics_where_no_gpu_needs_it(
+    tmp_path: Path,
+) -> None:
+    """Asking for it costs the store a read of every GPU's device utilization: where every GPU has that,
+    it is asked every SLOW_EVERY refreshes; where a GPU needs it, every refresh."""
+    from gputop.sources.prometheus import SLOW_EVERY
+
+    now_s = time.time()
+    sim = fleet(now_s, nodes=8)
+    answering = [n for n in sim.result().nodes if n.reachability is Reachability.OK]
+    time_ms = int(now_s * 1000)
+    sites = {
+        "every GPU has the device's": exposition(answering, ExporterStyle(profiling=True), time_ms),
+        "a node without it": exposition(answering[:4], ExporterStyle(profiling=True), time_ms)
+        + exposition(answering[4:], SITE_B, time_ms),
+    }
+    asked: dict[str, list[int]] = {}
+    utils: dict[str, list[float | None]] = {}
+    first_utils: dict[str, list[float | None]] = {}
+    for site, text in sites.items():
+        workdir = tmp_path / str(len(asked))
+        workdir.mkdir()
+        with victoria_metrics(workdir) as store:
+            vm_import(store, text)
+            source = PrometheusSource(cluster_config(store.url, "gpu[001-008]"), lambda: now_s + 1)
+            await source.start()
+            try:
+                first = await source.collect(now_s + 1)  # the first refresh: every metric
+                first_utils[site] = [g.util_pct for n in first.nodes for g in n.gpus]
+                times: list[int] = []
+                source.post_raw = _counting(source.post_raw, times)  # type: ignore[method-assign]
+                for _ in range(SLOW_EVERY):
+                    times.append(0)
+                    result = await source._refresh(now_s + 1)
+                asked[site] = times
+                utils[site] = [g.util_pct for n in result.nodes for g in n.gpus]
+            finally:
+                await source.close()
+    assert asked["every GPU has the device's"] == [0] * (SLOW_EVERY - 1) + [1]
+    assert asked["a node without it"] == [1] * SLOW_EVERY
+    expected = [g.util_pct for n in answering for g in n.gpus]
+    for site in sites:  # every GPU keeps its utilization either way
+        got = utils[site]
+        assert [u is None for u in got] == [u is None for u in expected]
+        assert [u for u in got if u is not None] == pytest.approx(
+            [u for u in expected if u is not None], abs=0.01
+        )
+
+
+def _counting(post_raw: Any, times: list[int]) -> Any:
+    """``post_raw``, counting the profiling utilization's queries into ``times[-1]``."""
+
+    async def counting(session: object, url: str, form: dict[str, str], what: str) -> tuple[bytes, str]:
+        times[-1] += what == "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
+        result: tuple[bytes, str] = await post_raw(session, url, form, what)
+        return result
+
+    return counting

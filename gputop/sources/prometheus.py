@@ -214,6 +214,7 @@ class PrometheusSource:
         self._worker_failures = 0  # in a row
         self._refreshes = 0
         self._shards = 1  # the parts each metric is asked in (gpu_shards), from the last refresh's GPUs
+        self._profile_needed = True  # some GPU's utilization comes from the profiling field
         # A store's series are as old as the exporters' last scrape (15-30 s at most sites) plus this
         # source's own cadence: a node is stale only past two refreshes and a scrape, down past four.
         self.stale_after_s = 2 * self.config.interval_s + 30.0
@@ -382,16 +383,32 @@ class PrometheusSource:
         slow = self._refreshes % SLOW_EVERY == 0
         self._refreshes += 1
         queries: list[tuple[str, str]] = []  # (metric, query)
+        # The profiling utilization costs the store a read of every GPU's device utilization (its
+        # `unless`), some tenth of a refresh, and at most sites answers nothing: asked with the slow
+        # metrics, and every time while a GPU needs it (MIG, a site without the device's)
+        profile = slow or self._profile_needed
         for selector in gpu_shards(self._shards):
             queries += [
                 (metric, aggregated(metric, selector))
                 for metric in METRICS
-                if slow or metric not in SLOW_METRICS
+                if (slow or metric not in SLOW_METRICS) and (profile or metric != PROFILE_UTIL)
             ]
             queries.append((SAMPLE_TIME, sample_times(slow, selector)))
         # node_exporter's InfiniBand ports, where the store has them: states every time, rates slowly
         for metric in IB_METRICS if slow else (STATE, PHYSICAL_STATE):
             queries.append((metric, f"max by ({','.join(PORT_LABELS)}) ({metric})"))
+        profile_answers: list[bool] = []  # whether each part of the profiling utilization held a series
+
+        def noting(
+            answer: Callable[[str, bytes, str], Awaitable[None]],
+        ) -> Callable[[str, bytes, str], Awaitable[None]]:
+            async def noted(metric: str, body: bytes, encoding: str) -> None:
+                if metric == PROFILE_UTIL:
+                    profile_answers.append(not _empty_vector(body, encoding))
+                await answer(metric, body, encoding)
+
+            return noted
+
         worker = await self._worker_for_refresh()
         if worker is None:
             arrived: list[tuple[str, bytes | BaseException, str]] = []
@@ -402,14 +419,16 @@ class PrometheusSource:
             async def keep_failure(metric: str, why: str) -> None:
                 arrived.append((metric, StoreError(why), ""))
 
-            await self._ask(session, url, queries, keep, keep_failure)
+            await self._ask(session, url, queries, noting(keep), keep_failure)
             self.last_answers_wall_s = time.monotonic() - started
             # seconds of CPU at 80,000 GPUs: on a thread, the event loop keeping its turns
             nodes, warnings = await asyncio.to_thread(self._digest, arrived, now_s)
         else:
             try:
                 await worker.begin()
-                await self._ask(session, url, queries, worker.answer, lambda _metric, why: worker.failed(why))
+                await self._ask(
+                    session, url, queries, noting(worker.answer), lambda _metric, why: worker.failed(why)
+                )
                 self.last_answers_wall_s = time.monotonic() - started
                 nodes, warnings = await self._read_back(worker, now_s)
             except BaseException as err:
@@ -425,6 +444,10 @@ class PrometheusSource:
                         self._local = Digest(self.config.host_label, self.store)
                 raise
             self._worker_failures = 0
+        if profile:
+            # a part that failed or did not answer counts as needed: asked again next time
+            parts = len(gpu_shards(self._shards))
+            self._profile_needed = len(profile_answers) < parts or any(profile_answers)
         # the next refresh asks in as many parts as this one's GPUs call for
         gpus = sum(len(node.gpus) for node in nodes)
         self._shards = min(MAX_SHARDS, max(1, math.ceil(gpus / SHARD_GPUS)))
@@ -591,6 +614,21 @@ class PrometheusSource:
             self._worker = None
         if self._session is not None:
             await self._session.close()
+
+
+def _empty_vector(body: bytes, encoding: str) -> bool:
+    """Whether an answer is a success with no series (small, so inflated here: an empty vector is some
+    60 bytes, gzipped under 100; a GPU's series make it larger than SMALL_ANSWER_BYTES)."""
+    if len(body) > SMALL_ANSWER_BYTES:
+        return False
+    try:
+        text = inflate(body, encoding, PROFILE_UTIL)
+    except StoreError:
+        return False
+    return b'"status":"success"' in text and b'"result":[]' in text
+
+
+SMALL_ANSWER_BYTES: Final = 512
 
 
 def _deeper(stored: NodeSample, deep: NodeSample) -> NodeSample:
