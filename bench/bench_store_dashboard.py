@@ -17,6 +17,7 @@ What it prints, beside the issue's targets:
 - then, with no keys pressed for --quiet-seconds (30; from a refresh's end to a later one's), gputop's
   share of a core: its process (ticks every second, refreshes, their views) and its decoding worker;
 - RSS at the end, and the peak of the process that decodes the store's answers.
+- how long a node's 24-hour chart waits for its past from the store (range queries for that node).
 """
 
 from __future__ import annotations
@@ -284,9 +285,23 @@ async def run(args: argparse.Namespace, url: str) -> dict[str, Any]:
         )
         found["rss_mb"], found["hwm_mb"] = rss_mb()
         found["worker_hwm_mb"] = getattr(source, "worker_peak_rss_mb", 0.0)
+        found["node_past"] = await node_past_wall(source, app)
         found["history_full"] = await fill_history(app, pilot)
         app.exit()
     return found
+
+
+async def node_past_wall(source: Any, app: Any) -> tuple[float, int] | None:
+    """How long a node's chart waits for its day from the store (what the node screen asks where gputop's
+    own rows do not reach over the window): (seconds, steps read); None where nothing was read."""
+    node = next((n.name for n in app.view.snapshot.nodes if n.reachability is Reachability.OK), None)
+    if node is None:
+        return None
+    started = time.perf_counter()
+    past = await source.node_past(node, 86400.0)
+    if past is None:
+        return None
+    return time.perf_counter() - started, len(past.history.series(node, 0, "util_pct", 86400.0, time.time()))
 
 
 async def fill_history(app: Any, pilot: Any) -> tuple[float, int, int, float] | None:
@@ -364,6 +379,15 @@ def rss_mb() -> tuple[float, float]:
             if key in ("VmRSS", "VmHWM"):
                 values[key] = int(value.split()[0]) / 1024
     return values["VmRSS"], values["VmHWM"]
+
+
+def node_past_rows(read: tuple[float, int] | None) -> list[Row]:
+    if read is None:
+        return []
+    wall_s, steps = read
+    return [
+        Row(f"a node's 24 h chart from the store, wall ({steps} steps held readings)", wall_s * 1000, "ms")
+    ]
 
 
 def history_rows(full: tuple[float, int, int, float] | None) -> list[Row]:
@@ -499,6 +523,7 @@ def main() -> int:
         Row("RSS at the end", found["rss_mb"], "MB", TARGET_RSS_MB),
         Row("   peak RSS (VmHWM)", found["hwm_mb"], "MB"),
         *history_rows(found["history_full"]),
+        *node_past_rows(found["node_past"]),
         Row("peak RSS of the process decoding the answers", found["worker_hwm_mb"], "MB"),
     ]
     print_table(rows, {"ms": "{:.2f} ms", "MB": "{:.1f} MB", "%": "{:.1f} %"})
