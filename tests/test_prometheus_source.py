@@ -589,13 +589,8 @@ async def test_the_profiling_utilization_is_asked_with_the_slow_metrics_where_no
                 await source.close()
     assert asked["every GPU has the device's"] == [0] * (SLOW_EVERY - 1) + [1]
     assert asked["a node without it"] == [1] * SLOW_EVERY
-    expected = [g.util_pct for n in answering for g in n.gpus]
-    for site in sites:  # every GPU keeps its utilization either way
-        got = utils[site]
-        assert [u is None for u in got] == [u is None for u in expected]
-        assert [u for u in got if u is not None] == pytest.approx(
-            [u for u in expected if u is not None], abs=0.01
-        )
+    for site in sites:  # every GPU keeps the utilization the first refresh, asked for everything, gave
+        assert utils[site] == first_utils[site] and sum(u is not None for u in utils[site]) > 8 * 6
 
 
 def _counting(post_raw: Any, times: list[int]) -> Any:
