@@ -111,3 +111,31 @@ def test_a_tick_repaints_only_the_lines_whose_cells_changed() -> None:
             assert any("late" in table.render_line(y).text for y in range(1, 11))
 
     asyncio.run(run())
+
+
+def test_rows_all_new_each_tick_keep_the_order_a_full_sort_gives_and_sort_only_when_one_moved() -> None:
+    """A store's refresh: every row a new object, most in the same place."""
+
+    async def run() -> None:
+        app = TableApp()
+        async with app.run_test(size=(40, 20)):
+            table = app.query_one(Table)
+            chance = random.Random(11)
+            rows = {f"n{i:03d}": Row(f"n{i:03d}", chance.randrange(5)) for i in range(300)}
+            table.set_rows(dict(rows))
+            moved_ticks = 0
+            for tick in range(60):
+                moves = tick % 3 == 0
+                mover = chance.choice(sorted(rows)) if moves else None
+                rows = {
+                    key: Row(key, (row.value + 1) % 5 if key == mover else row.value)
+                    for key, row in rows.items()
+                }
+                sorts = table.full_sorts
+                table.set_rows(dict(rows))
+                assert table.order == sorted(rows, key=lambda k: rows[k].value)
+                assert (table.full_sorts > sorts) == moves, tick  # sorted again only when one moved
+                moved_ticks += moves
+            assert moved_ticks == 20
+
+    asyncio.run(run())
