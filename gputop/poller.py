@@ -63,8 +63,9 @@ class Poller:
         self.on_view = on_view
         self.is_demo = is_demo
         if history is not None and history.memory_mb is None:
-            # a cluster's GPUs come from a store or from gputop's own reading, never both
-            from_store = any(getattr(source, "name", "") == "prometheus" for source in self.sources)
+            # a source that can give a node's past (a store) keeps the GPUs' past itself: the node
+            # screen's chart reads it from there (gputop.tui.store_past)
+            from_store = any(hasattr(source, "node_past") for source in self.sources)
             history = dataclasses.replace(history, memory_mb=history.budget_mb(from_store))
         self.stage = ViewStage(
             thresholds, interval_s=poll.interval_s, judge_at_once=judge_at_once, history=history

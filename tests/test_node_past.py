@@ -14,10 +14,9 @@ from gputop.clock import FrozenClock
 from gputop.core.config import OWN_HISTORY_MB, STORE_HISTORY_MB, HistoryConfig, PollConfig, Thresholds
 from gputop.core.dcgm_join import host_of
 from gputop.core.history_store import HistoryStore
-from gputop.core.node_past import MAX_POINTS, NodePast, node_past, step_for, wants_store
+from gputop.core.node_past import MAX_POINTS, NodePast, chart_step_s, past_from_steps, wants_store
 from gputop.poller import Poller
-from gputop.sources.prometheus_history import READINGS, of_host
-from gputop.sources.prometheus_history import node_past as node_steps
+from gputop.sources.prometheus_history import READINGS, node_steps, of_host
 from gputop.sources.store_answers import StoreError
 from gputop.tui.store_past import RETRY_S, StorePast
 from tests.factories import gpu_sample, node_sample
@@ -43,9 +42,9 @@ def test_the_store_is_asked_only_where_gputop_s_own_rows_do_not_reach_over_the_w
 
 
 def test_a_window_is_read_in_at_most_max_points_steps_never_finer_than_the_store_s_interval() -> None:
-    assert step_for(300.0, 15.0) == 15.0
-    assert step_for(86400.0, 15.0) == 120.0 and 86400.0 / step_for(86400.0, 15.0) <= MAX_POINTS
-    assert step_for(3600.0, 2.5) == 5.0
+    assert chart_step_s(300.0, 15.0) == 15.0
+    assert chart_step_s(86400.0, 15.0) == 120.0 and 86400.0 / chart_step_s(86400.0, 15.0) <= MAX_POINTS
+    assert chart_step_s(3600.0, 2.5) == 5.0
 
 
 def test_the_steps_become_a_history_the_chart_reads_with_their_gaps() -> None:
@@ -56,7 +55,7 @@ def test_the_steps_become_a_history_the_chart_reads_with_their_gaps() -> None:
         (t, node_sample("gpu001", gpus=tuple(gpu_sample(i, temp_c=40.0 + i) for i in range(2))))
         for t in times
     ]
-    past = node_past("gpu001", 86400.0, step_s, now_s, steps)
+    past = past_from_steps("gpu001", 86400.0, step_s, now_s, steps)
     series = past.history.series("gpu001", 1, "temp_c", 86400.0, now_s)
     assert len(series) == len(times) and np.all(series.values == 41.0)
     assert series.gap_after().sum() == 1  # the 20 missing minutes, and only they
@@ -107,7 +106,7 @@ def test_steps_missing_for_longer_than_a_late_one_are_a_gap() -> None:
     step_s = 60.0
     now_s = 1_700_000_000.0
     steps = [(now_s - 600.0 + step_s * k, node_sample("gpu001", gpus=1)) for k in range(10)]
-    past = node_past("gpu001", 600.0, step_s, now_s, steps[:2] + steps[3:5] + steps[7:])
+    past = past_from_steps("gpu001", 600.0, step_s, now_s, steps[:2] + steps[3:5] + steps[7:])
     series = past.history.series("gpu001", 0, "util_pct", 600.0, now_s)
     # one step missing reads as a late one (as gputop's own ticks do); three are a gap
     assert len(series) == 7 and series.gap_after().tolist() == [False, False, False, True, False, False]
@@ -128,7 +127,7 @@ class _Store:
         if node != "gpu001":
             return None
         steps = [(1000.0 + 60.0 * k, node_sample(node, gpus=1)) for k in range(5)]
-        return node_past(node, window_s, 60.0, 1300.0, steps)
+        return past_from_steps(node, window_s, 60.0, 1300.0, steps)
 
 
 async def test_the_chart_says_where_its_lines_come_from_and_why_the_store_could_not_give_them() -> None:
@@ -170,7 +169,9 @@ async def test_the_chart_says_where_its_lines_come_from_and_why_the_store_could_
 def test_the_history_s_default_bound_is_smaller_where_a_store_keeps_the_past(
     source_name: str, memory_mb: float | None, bound_mb: float
 ) -> None:
-    source = type("Source", (), {"name": source_name})()
+    # a store's source is one that can give a node's past
+    can_give_past = {"node_past": _Store.node_past} if source_name == "prometheus" else {}
+    source = type("Source", (), {"name": source_name, **can_give_past})()
     poller = Poller(
         cluster="c",
         sources=[source],  # type: ignore[list-item]

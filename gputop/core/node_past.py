@@ -39,13 +39,13 @@ def wants_store(history: HistoryStore | None, window_s: float, now_s: float) -> 
     return history is None or history.reach_s(window_s, now_s) < OWN_SHARE * window_s
 
 
-def step_for(window_s: float, interval_s: float) -> float:
+def chart_step_s(window_s: float, interval_s: float) -> float:
     """The step a window is read in: MAX_POINTS across it, never finer than the store's own interval
     (whole seconds, so the steps fall on the same times each time it is read)."""
     return float(max(math.ceil(interval_s), math.ceil(window_s / MAX_POINTS)))
 
 
-def node_past(
+def past_from_steps(
     node: str, window_s: float, step_s: float, read_at_s: float, steps: Sequence[tuple[float, NodeSample]]
 ) -> NodePast:
     """The steps (time, the node's sample then; oldest first) as a history of their own: every step a

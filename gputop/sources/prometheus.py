@@ -48,12 +48,9 @@ from gputop.core.dcgm_join import HOST_NAME, MAX_GPUS_PER_NODE, SAMPLE_TIME
 from gputop.core.facts import NO_FACTS, NodeFacts
 from gputop.core.models import IbPort, NodeSample, Reachability, SourceResult, XidEvent
 from gputop.core.node_exporter_ib import IB_METRICS, PHYSICAL_STATE, PORT_LABELS, STATE
-from gputop.core.node_past import NodePast
-from gputop.core.node_past import node_past as read_past
-from gputop.core.node_past import step_for as past_step_for
+from gputop.core.node_past import NodePast, chart_step_s, past_from_steps
 from gputop.sources.digest_worker import DigestWorker, WorkerGone
-from gputop.sources.prometheus_history import node_past as node_steps
-from gputop.sources.prometheus_history import past_hour
+from gputop.sources.prometheus_history import node_steps, past_hour
 from gputop.sources.store_answers import MAX_RESPONSE_BYTES, Bare, Digest, StoreError, inflate, parse_vector
 
 __all__ = ["PrometheusSource", "StoreError", "parse_vector"]
@@ -300,7 +297,7 @@ class PrometheusSource:
             or not any(n.name == node for n in self._last.nodes)
         ):
             return None
-        step_s = past_step_for(window_s, self.config.interval_s)
+        step_s = chart_step_s(window_s, self.config.interval_s)
         now_s = self.clock()
         url = query_url(self.config) + "_range"
 
@@ -309,7 +306,7 @@ class PrometheusSource:
 
         steps = await node_steps(post, host, self.config.host_label, window_s, step_s, now_s)
         named = [(at_s, dataclasses.replace(j.nodes[host].sample, name=node)) for at_s, j in steps]
-        return await asyncio.to_thread(read_past, node, window_s, step_s, now_s, named)
+        return await asyncio.to_thread(past_from_steps, node, window_s, step_s, now_s, named)
 
     def drill(self, node: str | None) -> None:
         """Reads ``node`` over SSH too while its screen is open (None: no node): what the store lacks,
@@ -616,6 +613,9 @@ class PrometheusSource:
             await self._session.close()
 
 
+SMALL_ANSWER_BYTES: Final = 512
+
+
 def _empty_vector(body: bytes, encoding: str) -> bool:
     """Whether an answer is a success with no series (small, so inflated here: an empty vector is some
     60 bytes, gzipped under 100; a GPU's series make it larger than SMALL_ANSWER_BYTES)."""
@@ -626,9 +626,6 @@ def _empty_vector(body: bytes, encoding: str) -> bool:
     except StoreError:
         return False
     return b'"status":"success"' in text and b'"result":[]' in text
-
-
-SMALL_ANSWER_BYTES: Final = 512
 
 
 def _deeper(stored: NodeSample, deep: NodeSample) -> NodeSample:

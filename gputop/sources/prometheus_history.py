@@ -58,7 +58,7 @@ async def past_hour(
     return past, f"history from the store: {len(past)} steps of {step_s:g} s"
 
 
-async def node_past(
+async def node_steps(
     post: Post, host: str, host_label: str | None, window_s: float, step_s: float, now_s: float
 ) -> list[tuple[float, Joined]]:
     """One node's readings over the last ``window_s``, a step each ``step_s``, as `past_hour` gives the
@@ -107,6 +107,8 @@ async def _stepped(
 def _join_steps(
     bodies: list[tuple[str, bytes]], now_s: float, host_label: str | None
 ) -> list[tuple[float, Joined]]:
+    """`_stepped` for answers already read, all held at once (one node's are small) and joined on a
+    thread; `_stepped` reads and files one answer at a time (the fleet's hour at start is large)."""
     by_step: dict[float, dict[str, list[tuple[bytes, str]]]] = {}
     for metric, body in bodies:
         _by_step(by_step, metric, body)

@@ -14,6 +14,7 @@ from typing import Final, Protocol, cast
 from gputop.core.history_store import HistoryStore
 from gputop.core.node_past import NodePast, wants_store
 from gputop.core.safe_text import safe_line
+from gputop.tui.widgets.history_chart import FROM_STORE
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +57,7 @@ class StorePast:
                 self._asked_at_s = now_s
                 self._reading = asyncio.create_task(self._read(node, window_s))
         if past is not None:
-            return past.history, "from the store"
+            return past.history, FROM_STORE
         if self._error:
             return history, safe_line(f"the store's past could not be read: {self._error}")
         return history, "reading the store's past"

@@ -37,6 +37,8 @@ SELECTED_COLOR = "cyan+"
 OTHER_COLOR = "gray"
 THRESHOLD_COLOR = "orange"
 EVENT_COLOR = "red"
+# the source note (`show`) for lines read from a store rather than gputop's own history
+FROM_STORE: Final = "from the store"
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,8 +137,8 @@ class HistoryChart(PlotextPlot):
         plt.title(f"{label} over the last {window_label}  (c: metric, w: window)")
         plt.xlabel("minutes before now")
         plt.xlim(-window_s / 60.0, 0.0)
-        if source_note == "from the store":
-            plt.title(f"{label} over the last {window_label}, from the store  (c: metric, w: window)")
+        if source_note == FROM_STORE:
+            plt.title(f"{label} over the last {window_label}, {FROM_STORE}  (c: metric, w: window)")
         elif source_note:
             plt.title(f"{label}, last {window_label}: {source_note}  (w: window)")
         elif store is not None and store.coarse_window_s < window_s:
