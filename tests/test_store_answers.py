@@ -8,8 +8,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import orjson
+import pytest
 
 from gputop.core.dcgm_join import SAMPLE_TIME, DcgmJoiner, join_answers, series_of_text
+from gputop.core.models import GpuSample
 from gputop.core.parsers.prom_text import parse_prom_text
 from gputop.sim.dcgm_text import exposition
 from gputop.sim.simulator import SimulatedCluster
@@ -242,3 +244,33 @@ def _text(value: float) -> str:
     if value in (float("inf"), float("-inf")):
         return "+Inf" if value > 0 else "-Inf"
     return repr(value)
+
+
+def test_the_nodes_are_made_as_they_are_taken_and_are_those_finish_gives(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The decoding process sends a frame of nodes as soon as they are made (not after all 10,000 at
+    80,000 GPUs): the lazy finish makes a node's GPU samples only when that node is taken, and gives
+    the very nodes and notes `finish` gives."""
+    import gputop.core.dcgm_join as dcgm_join
+
+    simulated = SimulatedCluster(nodes=5, gpus_per_node=8, seed=11, start_time_s=1_700_000_000.0)
+    answers = answers_of_text(exposition(simulated.result().nodes, time_ms=1_700_000_000_000))
+    answers[SAMPLE_TIME].append(({"gpu": "0"}, 1.7e9))  # no host: left out, and a note says so
+    whole, whole_notes = digest_of(answers).finish()
+    assert len(whole) == 5 and whole_notes == ("1 series had no host or GPU label and were left out",)
+
+    made: list[int] = []
+    sample = dcgm_join._sample
+
+    def counted(gpu: dcgm_join._Gpu) -> GpuSample:
+        made.append(gpu.index)
+        return sample(gpu)
+
+    monkeypatch.setattr(dcgm_join, "_sample", counted)
+    nodes, notes = digest_of(answers).finish_lazily()
+    assert made == [] and notes == whole_notes
+    first = next(nodes)
+    assert len(made) == 8  # the first node's GPUs alone
+    assert [first, *nodes] == whole
+    assert len(made) == 40

@@ -30,8 +30,9 @@ import resource
 import struct
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
 from typing import IO, Final
 
@@ -102,19 +103,20 @@ def serve(inp: IO[bytes], out: IO[bytes]) -> None:
             digest.failed(payload.decode("utf-8", "replace"))
         elif kind == FINISH:
             try:
-                nodes, notes = digest.finish()
+                nodes, notes = digest.finish_lazily()
+                # each frame sent as soon as its nodes are made: the source reads one while the next is made
+                sent_facts, sent_ports = _send_nodes(out, nodes, digest, sent_facts, sent_ports)
             except StoreError as err:
                 _send(out, BROKEN, str(err).encode())
                 continue
             finally:
                 gc.enable()
-            sent_facts, sent_ports = _send_nodes(out, nodes, digest, sent_facts, sent_ports)
             _send(out, DONE, pickle.dumps((notes, time.process_time(), _peak_rss_mb())))
 
 
 def _send_nodes(
     out: IO[bytes],
-    nodes: list[NodeSample],
+    nodes: Iterator[NodeSample],
     digest: Digest,
     sent_facts: dict[str, NodeFacts],
     sent_ports: dict[str, tuple[IbPort, ...]],
@@ -124,9 +126,9 @@ def _send_nodes(
     now_facts: dict[str, NodeFacts] = {}
     now_ports: dict[str, tuple[IbPort, ...]] = {}
     ib = digest.ib
-    for start in range(0, len(nodes), CHUNK_NODES):
+    while True:
         items: list[Item] = []
-        for sample in nodes[start : start + CHUNK_NODES]:
+        for sample in islice(nodes, CHUNK_NODES):
             host = sample.name
             facts, ports = sample.facts, ib.get(host, ())
             now_facts[host], now_ports[host] = facts, ports
@@ -140,8 +142,9 @@ def _send_nodes(
             reachability, sampled_at_s = sample.reachability, sample.sampled_at_s
             bare = Bare(host, reachability, sampled_at_s, sample.gpus, sample.xid_events, sample.not_exported)
             items.append((bare, new_facts, new_ports))
+        if not items:
+            return now_facts, now_ports
         _send(out, NODES, pickle.dumps(items, protocol=pickle.HIGHEST_PROTOCOL))
-    return now_facts, now_ports
 
 
 def _peak_rss_mb() -> float:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import operator
 import zlib
+from collections.abc import Iterator
 from typing import Any, Final, NamedTuple
 
 import msgspec
@@ -140,6 +141,7 @@ _NUMBER_ANSWER: Final = msgspec.json.Decoder(_NumberAnswer, strict=False)
 _LABELS_TEXT: Final = operator.attrgetter("metric")
 _VALUE: Final = operator.attrgetter("value")
 _SECOND: Final = operator.itemgetter(1)
+_SAMPLE: Final = operator.attrgetter("sample")
 
 
 def read_columns(body: bytes) -> tuple[list[bytes], list[float], tuple[str, ...]] | None:
@@ -261,10 +263,15 @@ class Digest:
     def finish(self) -> tuple[list[NodeSample], tuple[str, ...]]:
         """The nodes as the store's hosts name them, and the notes on what could not be read; StoreError
         when no query answered at all."""
+        nodes, notes = self.finish_lazily()
+        return list(nodes), notes
+
+    def finish_lazily(self) -> tuple[Iterator[NodeSample], tuple[str, ...]]:
+        """As `finish`, the nodes made as they are taken (before the next `begin`); `ib` is ready."""
         if not self._answered:
             why = self._notes[0] if self._notes else "no reason given"
             raise StoreError(f"{self.store}: no query answered ({why})")
-        joined = self.joiner.finish()
+        joined, notes = self.joiner.finish_lazily()
         if any(metric in self._ib_answers for metric in IB_METRICS):
             self.ib = ib_ports(self._ib_answers, self.host_label)
-        return [j.sample for j in joined.nodes.values()], tuple(self._notes) + joined.notes
+        return map(_SAMPLE, joined), tuple(self._notes) + notes
