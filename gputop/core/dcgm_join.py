@@ -199,6 +199,8 @@ class DcgmJoiner:
         self._newest: dict[str, float] = {}
         self._generation = 0
         self._facts: dict[str, NodeFacts] = {}  # by host: kept while no counter is asked
+        # the fields a host exports, by which of its samples' columns are all None (`_joined_nodes`)
+        self._exported_by_mask: dict[tuple[bool, ...], frozenset[str]] = {}
         # the update under way (begin, add, finish)
         self._timed = False  # the sample times were added: GPUs without one are gone
         self._counted = False  # a counter was added: the nodes' counter facts are worked out again
@@ -489,16 +491,22 @@ class DcgmJoiner:
         newest = self._newest
         counted = self._counted
         facts = self._facts
+        exported_by_mask = self._exported_by_mask
         for host, by_text in self._hosts.items():
             ordered = sorted(by_text.values(), key=lambda g: g.index)
             samples = tuple(map(_sample, ordered))
-            # the fields some GPU of the host has a value for: column by column, counted in C
-            columns = zip(*map(_field_values, samples), strict=True)
-            exported = frozenset(
-                name
-                for name, column in zip(_FIELDS, columns, strict=False)
-                if column.count(None) < len(column)
-            )
+            # the fields some GPU of the host has a value for: which columns are all None, found in C,
+            # and the few such patterns a fleet has named once each
+            none = (None,) * len(samples)
+            columns = _field_columns(tuple(zip(*samples, strict=True))) if samples else ()
+            mask = tuple(map(none.__eq__, columns))
+            exported = exported_by_mask.get(mask)
+            if exported is None:
+                if len(exported_by_mask) >= _MAX_MASKS:
+                    exported_by_mask.clear()
+                exported = exported_by_mask[mask] = frozenset(
+                    name for name, unread in zip(_FIELDS, mask, strict=False) if not unread
+                )
             xids = tuple(_xid(g, newest.get(host)) for g in ordered if g.xid is not None)
             if counted:
                 facts[host] = _counter_facts(ordered, newest.get(host))
@@ -522,7 +530,9 @@ _FIRST_BLANK: Final = 2147483632.0  # the smallest of DCGM's blanks (is_blank)
 _FIELDS: Final = tuple(sorted({name for name, _ in GAUGES.values()} | {"mem_total_mib", "throttle_reasons"}))
 # the readings a host may or may not export (the clock-event reasons are a list, empty when not exported)
 EXPORTABLE: Final = frozenset(_FIELDS) - {"throttle_reasons"}
-_field_values: Final = operator.attrgetter(*_FIELDS)
+# each of _FIELDS' column, from the columns of a host's samples (a GpuSample is a tuple)
+_field_columns: Final = operator.itemgetter(*(GpuSample._fields.index(name) for name in _FIELDS))
+_MAX_MASKS: Final = 4096  # patterns of unexported fields kept named (a fleet has a handful)
 _IDENTITY_KEYS: Final = frozenset({*UUID_LABELS, "modelName"})  # in an exporter's own series
 
 
