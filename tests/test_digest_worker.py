@@ -17,7 +17,7 @@ import pytest
 
 from gputop.core.dcgm_join import SAMPLE_TIME, series_of_text
 from gputop.core.facts import NO_FACTS
-from gputop.core.models import NodeSample, Reachability
+from gputop.core.models import GpuSample, NodeSample, Reachability
 from gputop.core.parsers.prom_text import parse_prom_text
 from gputop.sim.dcgm_text import exposition, node_exporter_ib
 from gputop.sim.simulator import SimulatedCluster
@@ -98,6 +98,8 @@ async def test_the_worker_joins_what_this_process_would_refresh_after_refresh() 
                 n.name: n for n in here if n.reachability is Reachability.OK
             }
             assert any(n.ib_ports for n in there) and any(n.facts.counters.heard for n in there)
+            # the GPUs travel as plain tuples and are GpuSamples again on this side
+            assert {type(gpu) for n in there for gpu in n.gpus} == {GpuSample}
             assert any(not p.is_up for n in there for p in n.ib_ports)  # the simulator's port down
         assert worker.done is not None and worker.done.cpu_s > 0 and worker.done.peak_rss_mb > 10
     finally:
