@@ -114,6 +114,12 @@ def main() -> int:
                 "ms",
                 note="the store's own query time on this machine, and the transfer",
             ),
+            Row(
+                "   after the last answer (median)",
+                statistics.median(w - a for w, a in zip(walls, waits, strict=True)) * 1000,
+                "ms",
+                note="gputop's own part: the last answers decoded, the nodes made and read back",
+            ),
             Row("full refresh, CPU (median)", cpu_s * 1000, "ms", note="gputop's process and its worker"),
             Row("   of which the decoding worker's", statistics.median(worker_cpus) * 1000, "ms"),
             Row("share of a core at a 15 s cadence", cpu_s / CADENCE_S * 100, "%", 25.0),

@@ -519,6 +519,12 @@ def main() -> int:
         Row(f"   gen 0/1 collections: {len(young)}, longest", max(young, default=0.0), "ms"),
         Row("full refresh, wall (median)", ms(refresh_walls), "ms", TARGET_REFRESH_WALL_MS),
         Row("   of which the store's answers (median)", ms(answers), "ms"),
+        Row(
+            "   after the last answer (median)",
+            ms([wall - a for wall, a in zip(refresh_walls, answers, strict=True)]),
+            "ms",
+            note="gputop's own part: the last answers decoded, the nodes made and read back",
+        ),
         *quiet_rows(found.get("quiet")),
         Row("RSS at the end", found["rss_mb"], "MB", TARGET_RSS_MB),
         Row("   peak RSS (VmHWM)", found["hwm_mb"], "MB"),
