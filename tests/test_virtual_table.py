@@ -31,14 +31,20 @@ class TableApp(App[None]):
         yield Table(sort_column="value")
 
 
+def random_rows(table: Table, seed: int, count: int) -> tuple[random.Random, dict[str, Row]]:
+    """``count`` rows of random values, shown in ``table``; the random stream for the ticks after."""
+    chance = random.Random(seed)
+    rows = {f"n{i:03d}": Row(f"n{i:03d}", chance.randrange(5)) for i in range(count)}
+    table.set_rows(dict(rows))
+    return chance, rows
+
+
 def test_rows_that_change_a_tick_at_a_time_stay_in_the_order_a_full_sort_gives() -> None:
     async def run() -> None:
         app = TableApp()
         async with app.run_test(size=(40, 20)):
             table = app.query_one(Table)
-            chance = random.Random(7)
-            rows = {f"n{i:03d}": Row(f"n{i:03d}", chance.randrange(5)) for i in range(200)}
-            table.set_rows(dict(rows))
+            chance, rows = random_rows(table, 7, 200)
             keyed_ticks = 0
             for _tick in range(120):
                 for key in chance.sample(sorted(rows), 60):  # new row objects, most with the same value
@@ -120,9 +126,7 @@ def test_rows_all_new_each_tick_keep_the_order_a_full_sort_gives_and_sort_only_w
         app = TableApp()
         async with app.run_test(size=(40, 20)):
             table = app.query_one(Table)
-            chance = random.Random(11)
-            rows = {f"n{i:03d}": Row(f"n{i:03d}", chance.randrange(5)) for i in range(300)}
-            table.set_rows(dict(rows))
+            chance, rows = random_rows(table, 11, 300)
             moved_ticks = 0
             for tick in range(60):
                 moves = tick % 3 == 0

@@ -530,7 +530,7 @@ _FIRST_BLANK: Final = 2147483632.0  # the smallest of DCGM's blanks (is_blank)
 _FIELDS: Final = tuple(sorted({name for name, _ in GAUGES.values()} | {"mem_total_mib", "throttle_reasons"}))
 # the readings a host may or may not export (the clock-event reasons are a list, empty when not exported)
 EXPORTABLE: Final = frozenset(_FIELDS) - {"throttle_reasons"}
-# each of _FIELDS' column, from the columns of a host's samples (a GpuSample is a tuple)
+# _FIELDS' columns, picked from the columns of a host's samples (a GpuSample is a tuple)
 _field_columns: Final = operator.itemgetter(*(GpuSample._fields.index(name) for name in _FIELDS))
 _MAX_MASKS: Final = 4096  # patterns of unexported fields kept named (a fleet has a handful)
 _IDENTITY_KEYS: Final = frozenset({*UUID_LABELS, "modelName"})  # in an exporter's own series
